@@ -1,0 +1,312 @@
+"""Model configuration, the paper's presets, and strict dataclass loading.
+
+Field names follow Hugging Face's ``ElectraConfig`` so that a ``config.json``
+converts field by field. Every loader in the project goes through
+:func:`from_dict`, which rejects unknown keys and wrong types with a message
+naming the source and the field: a typo in a config file must never be
+silently ignored for a run that lasts days.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A configuration value or key is invalid; the message names where and which."""
+
+
+@dataclass
+class ElectraConfig:
+    """Shape of one ELECTRA encoder (generator or discriminator)."""
+
+    vocab_size: int = field(default=30522, metadata={"doc": "WordPiece vocabulary size."})
+    embedding_size: int = field(
+        default=128,
+        metadata={"doc": "Token embedding width; projected to hidden_size when smaller."},
+    )
+    hidden_size: int = field(default=256, metadata={"doc": "Transformer width."})
+    num_hidden_layers: int = field(default=12, metadata={"doc": "Transformer depth."})
+    num_attention_heads: int = field(default=4, metadata={"doc": "Attention heads per layer."})
+    intermediate_size: int = field(default=1024, metadata={"doc": "Feed-forward inner width."})
+    hidden_act: str = field(default="gelu", metadata={"doc": "Feed-forward activation (gelu)."})
+    hidden_dropout_prob: float = field(default=0.1, metadata={"doc": "Dropout on hidden states."})
+    attention_probs_dropout_prob: float = field(
+        default=0.1, metadata={"doc": "Dropout on attention probabilities."}
+    )
+    max_position_embeddings: int = field(default=512, metadata={"doc": "Longest sequence."})
+    type_vocab_size: int = field(default=2, metadata={"doc": "Number of segment (token type) ids."})
+    layer_norm_eps: float = field(default=1e-12, metadata={"doc": "LayerNorm epsilon."})
+    initializer_range: float = field(default=0.02, metadata={"doc": "Std of the normal init."})
+    pad_token_id: int = field(default=0, metadata={"doc": "Id of [PAD]."})
+
+    def __post_init__(self) -> None:
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(
+                f"hidden_size ({self.hidden_size}) must be divisible by "
+                f"num_attention_heads ({self.num_attention_heads})"
+            )
+        if self.hidden_act not in ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu"):
+            raise ConfigError(f"hidden_act: unsupported activation {self.hidden_act!r}")
+        for name in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+
+@dataclass(frozen=True)
+class PaperRecipe:
+    """One column of the paper's Table 6: the model plus its pre-training recipe."""
+
+    model: ElectraConfig
+    generator_size: float
+    mask_prob: float
+    learning_rate: float
+    batch_size: int
+    max_steps: int
+    max_seq_length: int
+
+
+def _paper_model(**kw: Any) -> ElectraConfig:
+    return ElectraConfig(**kw)
+
+
+PRESETS: dict[str, PaperRecipe] = {
+    "small": PaperRecipe(
+        model=_paper_model(
+            embedding_size=128,
+            hidden_size=256,
+            num_hidden_layers=12,
+            num_attention_heads=4,
+            intermediate_size=1024,
+        ),
+        generator_size=0.25,
+        mask_prob=0.15,
+        learning_rate=5e-4,
+        batch_size=128,
+        max_steps=1_000_000,
+        max_seq_length=128,
+    ),
+    "base": PaperRecipe(
+        model=_paper_model(
+            embedding_size=768,
+            hidden_size=768,
+            num_hidden_layers=12,
+            num_attention_heads=12,
+            intermediate_size=3072,
+        ),
+        generator_size=1 / 3,
+        mask_prob=0.15,
+        learning_rate=2e-4,
+        batch_size=256,
+        max_steps=766_000,
+        max_seq_length=512,
+    ),
+    "large": PaperRecipe(
+        model=_paper_model(
+            embedding_size=1024,
+            hidden_size=1024,
+            num_hidden_layers=24,
+            num_attention_heads=16,
+            intermediate_size=4096,
+        ),
+        generator_size=0.25,
+        mask_prob=0.25,
+        learning_rate=2e-4,
+        batch_size=2048,
+        max_steps=400_000,
+        max_seq_length=512,
+    ),
+    # Not in the paper: a model small enough for unit tests and smoke runs.
+    "tiny": PaperRecipe(
+        model=_paper_model(
+            vocab_size=1000,
+            embedding_size=32,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=128,
+            max_position_embeddings=128,
+        ),
+        generator_size=0.5,
+        mask_prob=0.15,
+        learning_rate=1e-3,
+        batch_size=8,
+        max_steps=200,
+        max_seq_length=64,
+    ),
+}
+
+
+def preset(name: str, **overrides: Any) -> ElectraConfig:
+    """The discriminator config of a named preset, with field overrides applied."""
+    if name not in PRESETS:
+        raise ConfigError(f"unknown model preset {name!r}; choose one of {sorted(PRESETS)}")
+    base = dataclasses.asdict(PRESETS[name].model)
+    return from_dict(ElectraConfig, {**base, **overrides}, source=f"preset {name!r}")
+
+
+def generator_config(discriminator: ElectraConfig, size: float) -> ElectraConfig:
+    """The generator that goes with ``discriminator`` at ``size`` (e.g. 1/4).
+
+    As in the official code, hidden width, FFN width and head count are scaled
+    and depth is kept; the embedding size is unchanged because generator and
+    discriminator share their embedding tables.
+    """
+    if not 0.0 < size <= 1.0:
+        raise ConfigError(f"generator_size must be in (0, 1], got {size}")
+    heads = max(1, int(round(discriminator.num_attention_heads * size)))
+    hidden = max(heads, int(round(discriminator.hidden_size * size)))
+    hidden -= hidden % heads
+    return dataclasses.replace(
+        discriminator,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        intermediate_size=max(1, int(round(discriminator.intermediate_size * size))),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Strict loading of dataclasses from dicts (TOML, JSON, --set overrides)
+# ---------------------------------------------------------------------------
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    """Check (and gently coerce int->float) ``value`` against annotation ``tp``."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, where)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0] if errors else f"{where}: invalid value {value!r}")
+    if origin is typing.Literal:
+        if value not in typing.get_args(tp):
+            raise ConfigError(f"{where}: {value!r} is not one of {list(typing.get_args(tp))}")
+        return value
+    if origin in (list, tuple):
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        (item_tp, *_) = typing.get_args(tp) or (Any,)
+        items = [_coerce(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
+        return items if origin is list else tuple(items)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a table, got {value!r}")
+        return dict(value)
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a table for {tp.__name__}, got {value!r}")
+        return from_dict(tp, value, source=where)
+    if tp is Any:
+        return value
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{where}: expected true/false, got {value!r}")
+    if tp is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(f"{where}: expected a number, got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{where}: expected a string, got {value!r}")
+    if isinstance(tp, type) and not isinstance(value, tp):
+        raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r}")
+    return value
+
+
+def from_dict(cls: type[T], data: dict[str, Any], source: str = "config") -> T:
+    """Build dataclass ``cls`` from ``data``, rejecting unknown keys and bad types.
+
+    ``source`` names where the data came from (a file, a preset) so the error
+    says e.g. ``pretrain.toml: unknown key 'learnig_rate' (did you mean
+    'learning_rate'?)``.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a table of keys, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    known = {f.name: f for f in fields(cls) if f.init}
+    kwargs = {}
+    for key, value in data.items():
+        if key not in known:
+            close = difflib.get_close_matches(key, list(known), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(
+                f"{source}: unknown key {key!r}{hint}; valid keys: {', '.join(sorted(known))}"
+            )
+        kwargs[key] = _coerce(value, hints[key], f"{source}: {key}")
+    try:
+        return cls(**kwargs)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    except TypeError as exc:  # a required field is missing
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    """A dataclass as a plain dict (JSON/TOML friendly)."""
+    return dataclasses.asdict(obj)
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Parse ``a.b=value`` from ``--set``; the value is read as TOML when it can be."""
+    import tomllib
+
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r}: expected key=value")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise ConfigError(f"--set {text!r}: empty key")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw  # a bare string such as a path
+    return key.split("."), value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``--set a.b=value`` overrides to a nested dict (returns a new dict)."""
+    import copy
+
+    out = copy.deepcopy(data)
+    for text in overrides:
+        path, value = parse_override(text)
+        node = out
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {text!r}: {part!r} is not a table")
+        node[path[-1]] = value
+    return out

@@ -1,0 +1,347 @@
+"""The ELECTRA encoder, whole, in plain PyTorch.
+
+One :class:`ElectraModel` class serves as generator and discriminator body;
+:class:`ElectraDiscriminator` and :class:`ElectraGenerator` add the two
+pre-training heads. Parameter names are those of Hugging Face's
+``modeling_electra.py`` (``electra.embeddings.word_embeddings.weight``,
+``electra.encoder.layer.0.attention.self.query.weight``, ...) so a checkpoint
+converts key for key, with no renaming table to get wrong.
+
+Shapes in comments: B batch, L sequence length, H hidden size, E embedding
+size, V vocabulary size, N number of masked positions in the batch.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from electra.config import ElectraConfig
+
+
+def activation(name: str) -> nn.Module:
+    """The feed-forward activation named in a config (HF names)."""
+    if name == "gelu":
+        return nn.GELU()  # exact erf GELU, as BERT/ELECTRA
+    if name in ("gelu_new", "gelu_pytorch_tanh"):
+        return nn.GELU(approximate="tanh")
+    if name == "relu":
+        return nn.ReLU()
+    raise ValueError(f"unsupported activation {name!r}")
+
+
+class ElectraEmbeddings(nn.Module):
+    """Word + position + token-type embeddings, LayerNorm, dropout (width E).
+
+    In ELECTRA pre-training this whole module is shared by the generator and
+    the discriminator (the official code shares the ``embeddings`` scope), so
+    both see the same ``Parameter`` objects.
+    """
+
+    def __init__(self, config: ElectraConfig) -> None:
+        super().__init__()
+        E = config.embedding_size
+        self.word_embeddings = nn.Embedding(config.vocab_size, E, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, E)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, E)
+        self.LayerNorm = nn.LayerNorm(E, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
+        L = input_ids.shape[1]
+        if L > self.position_embeddings.num_embeddings:
+            raise ValueError(
+                f"sequence length {L} exceeds max_position_embeddings "
+                f"{self.position_embeddings.num_embeddings}"
+            )
+        x = self.word_embeddings(input_ids)  # (B, L, E)
+        x = x + self.position_embeddings.weight[:L]  # broadcast over B
+        if token_type_ids is None:
+            x = x + self.token_type_embeddings.weight[0]
+        else:
+            x = x + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(x))
+
+
+class SelfAttention(nn.Module):
+    """Q, K, V projections (HF names ``query``/``key``/``value``)."""
+
+    def __init__(self, config: ElectraConfig) -> None:
+        super().__init__()
+        H = config.hidden_size
+        self.query = nn.Linear(H, H)
+        self.key = nn.Linear(H, H)
+        self.value = nn.Linear(H, H)
+
+
+class SelfOutput(nn.Module):
+    """Attention output projection, dropout, residual, post-LN."""
+
+    def __init__(self, config: ElectraConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, x: Tensor, residual: Tensor) -> Tensor:
+        return self.LayerNorm(self.dropout(self.dense(x)) + residual)
+
+
+class Attention(nn.Module):
+    def __init__(self, config: ElectraConfig) -> None:
+        super().__init__()
+        self.self = SelfAttention(config)
+        self.output = SelfOutput(config)
+        self.num_heads = config.num_attention_heads
+        self.dropout_p = config.attention_probs_dropout_prob
+
+    def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        B, L, H = x.shape
+        nh = self.num_heads
+
+        def heads(t: Tensor) -> Tensor:  # (B, L, H) -> (B, nh, L, H/nh)
+            return t.view(B, L, nh, H // nh).transpose(1, 2)
+
+        q = heads(self.self.query(x))
+        k = heads(self.self.key(x))
+        v = heads(self.self.value(x))
+        # mask: (B, 1, 1, L) bool, True where the key is a real token.
+        ctx = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=self.dropout_p if self.training else 0.0
+        )  # (B, nh, L, H/nh)
+        ctx = ctx.transpose(1, 2).reshape(B, L, H)
+        return self.output(ctx, x)
+
+
+class Intermediate(nn.Module):
+    def __init__(self, config: ElectraConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.act = activation(config.hidden_act)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.act(self.dense(x))
+
+
+class Output(nn.Module):
+    """Feed-forward down projection, dropout, residual, post-LN."""
+
+    def __init__(self, config: ElectraConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, x: Tensor, residual: Tensor) -> Tensor:
+        return self.LayerNorm(self.dropout(self.dense(x)) + residual)
+
+
+class Layer(nn.Module):
+    """One post-LN transformer layer: attention then GELU feed-forward."""
+
+    def __init__(self, config: ElectraConfig) -> None:
+        super().__init__()
+        self.attention = Attention(config)
+        self.intermediate = Intermediate(config)
+        self.output = Output(config)
+
+    def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        x = self.attention(x, mask)
+        return self.output(self.intermediate(x), x)
+
+
+class Encoder(nn.Module):
+    def __init__(self, config: ElectraConfig) -> None:
+        super().__init__()
+        self.layer = nn.ModuleList(Layer(config) for _ in range(config.num_hidden_layers))
+
+    def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        for layer in self.layer:
+            x = layer(x, mask)
+        return x
+
+
+def attention_bias(attention_mask: Tensor | None) -> Tensor | None:
+    """(B, L) 1/0 padding mask -> (B, 1, 1, L) bool mask for SDPA, or None.
+
+    ``None`` (no padding anywhere) lets SDPA take its fastest kernel.
+    """
+    if attention_mask is None:
+        return None
+    return attention_mask.bool()[:, None, None, :]
+
+
+class ElectraModel(nn.Module):
+    """The encoder body: embeddings (+ projection when E != H) and the layers."""
+
+    def __init__(self, config: ElectraConfig, embeddings: ElectraEmbeddings | None = None) -> None:
+        super().__init__()
+        self.config = config
+        if embeddings is not None and embeddings.word_embeddings.embedding_dim != (
+            config.embedding_size
+        ):
+            raise ValueError("shared embeddings must have width config.embedding_size")
+        self.embeddings = embeddings if embeddings is not None else ElectraEmbeddings(config)
+        if config.embedding_size != config.hidden_size:
+            self.embeddings_project = nn.Linear(config.embedding_size, config.hidden_size)
+        self.encoder = Encoder(config)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+    ) -> Tensor:
+        """(B, L) ids -> (B, L, H) last hidden states."""
+        x = self.embeddings(input_ids, token_type_ids)  # (B, L, E)
+        if hasattr(self, "embeddings_project"):
+            x = self.embeddings_project(x)  # (B, L, H)
+        return self.encoder(x, attention_bias(attention_mask))
+
+
+def init_weights(module: nn.Module, std: float) -> None:
+    """BERT initialisation: N(0, std) weights, zero biases, unit LayerNorm."""
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=std)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, std=std)
+            if m.padding_idx is not None:
+                with torch.no_grad():
+                    m.weight[m.padding_idx].zero_()
+        elif isinstance(m, nn.LayerNorm):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+
+class DiscriminatorHead(nn.Module):
+    """dense (H->H), activation, dense (H->1): one replaced/original logit per token."""
+
+    def __init__(self, config: ElectraConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = activation(config.hidden_act)
+        self.dense_prediction = nn.Linear(config.hidden_size, 1)
+
+    def forward(self, h: Tensor) -> Tensor:
+        return self.dense_prediction(self.act(self.dense(h))).squeeze(-1)
+
+
+class ElectraDiscriminator(nn.Module):
+    """Encoder + replaced-token-detection head (HF ``ElectraForPreTraining``)."""
+
+    def __init__(self, config: ElectraConfig, embeddings: ElectraEmbeddings | None = None) -> None:
+        super().__init__()
+        self.config = config
+        self.electra = ElectraModel(config, embeddings)
+        self.discriminator_predictions = DiscriminatorHead(config)
+        if embeddings is None:
+            init_weights(self, config.initializer_range)
+        else:  # do not re-initialise the shared tables
+            init_weights(self.electra.encoder, config.initializer_range)
+            init_weights(self.discriminator_predictions, config.initializer_range)
+            if hasattr(self.electra, "embeddings_project"):
+                init_weights(self.electra.embeddings_project, config.initializer_range)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+    ) -> Tensor:
+        """(B, L) ids -> (B, L) logits of "this token was replaced"."""
+        h = self.electra(input_ids, attention_mask, token_type_ids)
+        return self.discriminator_predictions(h)
+
+
+class GeneratorPredictions(nn.Module):
+    """dense (H->E), GELU, LayerNorm: back to embedding width for the tied output."""
+
+    def __init__(self, config: ElectraConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.embedding_size)
+        self.act = nn.GELU()  # HF hard-codes gelu here
+        self.LayerNorm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
+
+    def forward(self, h: Tensor) -> Tensor:
+        return self.LayerNorm(self.act(self.dense(h)))
+
+
+class TiedLMHead(nn.Module):
+    """Output layer tied to the word embeddings: only its bias is a new parameter.
+
+    Keeping the tied weight out of this module's parameters means the state
+    dict has one copy of the table (safetensors refuses aliased tensors), and
+    the HF key ``generator_lm_head.bias`` still matches.
+    """
+
+    def __init__(self, word_embeddings: nn.Embedding) -> None:
+        super().__init__()
+        self.word_embeddings = [word_embeddings]  # a list hides it from named_parameters
+        self.bias = nn.Parameter(torch.zeros(word_embeddings.num_embeddings))
+
+    @property
+    def weight(self) -> Tensor:
+        return self.word_embeddings[0].weight
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight, self.bias)  # (..., E) -> (..., V)
+
+
+class ElectraGenerator(nn.Module):
+    """Encoder + MLM head tied to the input embeddings (HF ``ElectraForMaskedLM``).
+
+    The head is applied only where asked (:meth:`forward` takes the masked
+    positions): a full-vocabulary projection of every token would cost more
+    than the rest of a small generator's step.
+    """
+
+    def __init__(self, config: ElectraConfig, embeddings: ElectraEmbeddings | None = None) -> None:
+        super().__init__()
+        self.config = config
+        self.electra = ElectraModel(config, embeddings)
+        self.generator_predictions = GeneratorPredictions(config)
+        self.generator_lm_head = TiedLMHead(self.electra.embeddings.word_embeddings)
+        if embeddings is None:
+            init_weights(self, config.initializer_range)
+        else:
+            init_weights(self.electra.encoder, config.initializer_range)
+            init_weights(self.generator_predictions, config.initializer_range)
+            if hasattr(self.electra, "embeddings_project"):
+                init_weights(self.electra.embeddings_project, config.initializer_range)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        positions: Tensor | None = None,
+    ) -> Tensor:
+        """Vocabulary logits.
+
+        With ``positions`` (a (N,) tensor of flat indices into B*L, or a (B, L)
+        bool mask) returns (N, V) logits at those positions only; without it,
+        (B, L, V) for every token (inference, parity checks).
+        """
+        h = self.electra(input_ids, attention_mask, token_type_ids)  # (B, L, H)
+        if positions is not None:
+            flat = h.reshape(-1, h.shape[-1])
+            if positions.dtype == torch.bool:
+                positions = positions.reshape(-1).nonzero().squeeze(-1)
+            h = flat.index_select(0, positions)  # (N, H)
+        return self.generator_lm_head(self.generator_predictions(h))
+
+
+def num_parameters(module: nn.Module, trainable_only: bool = False) -> int:
+    """Unique parameters (shared tables counted once)."""
+    seen: set[int] = set()
+    total = 0
+    for p in module.parameters():
+        if id(p) in seen or (trainable_only and not p.requires_grad):
+            continue
+        seen.add(id(p))
+        total += p.numel()
+    return total

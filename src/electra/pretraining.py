@@ -1,0 +1,327 @@
+"""The pre-training objectives, whole: replaced token detection (RTD) and MLM.
+
+RTD, as in the paper and the official code (see ``shared/reference/ELECTRA.md``):
+
+1. choose 15% of the non-special, non-pad positions (at most
+   ``max_predictions_per_seq = int((p + 0.005) * L)`` per sequence);
+2. replace 85% of them with ``[MASK]`` and keep 15% (no random tokens);
+3. the generator predicts the originals there (``L_MLM``, a mean over the
+   masked positions), its LM head evaluated only at those positions;
+4. a replacement is sampled from the generator's softmax by Gumbel-max, in
+   fp32 and without gradient;
+5. the discriminator labels every non-pad token replaced/original, where a
+   sample equal to the original counts as original (``L_Disc``, a mean BCE
+   over non-pad positions);
+6. ``loss = gen_weight * L_MLM + disc_weight * L_Disc`` (1 and 50).
+
+The MLM baseline trains the same encoder as BERT (15%, 80/10/10) so the two
+objectives can be compared in one harness at equal compute.
+
+All randomness of the objective (position choice, mask/keep split, random
+tokens, Gumbel noise) comes from an injectable ``torch.Generator``; dropout
+uses the global RNG, whose state the training loop checkpoints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from electra.config import ConfigError, ElectraConfig, generator_config
+from electra.model import ElectraDiscriminator, ElectraGenerator
+
+
+@dataclass
+class ObjectiveConfig:
+    """What is learned: RTD (ELECTRA) or MLM (BERT), and its constants."""
+
+    objective: Literal["rtd", "mlm"] = field(
+        default="rtd", metadata={"doc": "rtd (ELECTRA) or mlm (BERT baseline)."}
+    )
+    mask_prob: float = field(
+        default=0.15, metadata={"doc": "Fraction of non-special tokens masked."}
+    )
+    generator_size: float = field(
+        default=0.25, metadata={"doc": "Generator width as a fraction of the discriminator's."}
+    )
+    gen_weight: float = field(default=1.0, metadata={"doc": "Weight of the generator MLM loss."})
+    disc_weight: float = field(
+        default=50.0, metadata={"doc": "Weight of the discriminator RTD loss."}
+    )
+    temperature: float = field(default=1.0, metadata={"doc": "Sampling temperature."})
+    mask_token_prob: float = field(
+        default=0.85,
+        metadata={"doc": "RTD: share of chosen positions set to [MASK] (rest kept)."},
+    )
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.mask_prob < 1.0:
+            raise ConfigError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
+        if self.temperature <= 0:
+            raise ConfigError(f"temperature must be positive, got {self.temperature}")
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    """The token ids the objective must know (from the vocabulary)."""
+
+    pad: int
+    cls: int
+    sep: int
+    mask: int
+    vocab_size: int
+
+    @property
+    def never_masked(self) -> tuple[int, ...]:
+        return (self.pad, self.cls, self.sep, self.mask)
+
+
+def max_predictions_per_seq(mask_prob: float, seq_len: int) -> int:
+    """The official cap on masked positions per sequence."""
+    return int((mask_prob + 0.005) * seq_len)
+
+
+@dataclass
+class Masked:
+    """Result of masking a batch."""
+
+    input_ids: Tensor  # (B, L) ids with the chosen positions corrupted
+    is_masked: Tensor  # (B, L) bool, the chosen positions
+    positions: Tensor  # (N,) flat indices of the chosen positions into B*L
+    labels: Tensor  # (N,) original ids there
+
+
+def choose_positions(
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    special: SpecialIds,
+    mask_prob: float,
+    rng: torch.Generator | None,
+) -> Tensor:
+    """(B, L) bool mask of positions to predict.
+
+    Per sequence, ``round(mask_prob * candidates)`` positions (at least one
+    when there is a candidate, at most the official cap) are drawn uniformly
+    without replacement among the non-special, non-pad tokens.
+    """
+    B, L = input_ids.shape
+    candidate = attention_mask.bool() & ~torch.isin(
+        input_ids, torch.tensor(special.never_masked, device=input_ids.device)
+    )
+    n_cand = candidate.sum(-1)  # (B,)
+    cap = max_predictions_per_seq(mask_prob, L)
+    n_pick = torch.round(n_cand.float() * mask_prob).long().clamp(min=1, max=max(cap, 1))
+    n_pick = torch.minimum(n_pick, n_cand)
+    # Random keys; non-candidates sort last. The k smallest keys are a uniform
+    # sample without replacement.
+    keys = torch.rand(B, L, generator=rng, device=input_ids.device)
+    keys = keys.masked_fill(~candidate, 2.0)
+    order = keys.argsort(dim=-1)
+    rank = torch.empty_like(order)
+    rank.scatter_(1, order, torch.arange(L, device=input_ids.device).expand(B, L))
+    return (rank < n_pick[:, None]) & candidate
+
+
+def mask_batch(
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    special: SpecialIds,
+    mask_prob: float,
+    rng: torch.Generator | None,
+    style: Literal["electra", "bert"] = "electra",
+    mask_token_prob: float = 0.85,
+) -> Masked:
+    """Choose positions and corrupt them.
+
+    ``electra``: ``mask_token_prob`` of them become [MASK], the rest keep their
+    token. ``bert``: 80% [MASK], 10% a random token, 10% kept.
+    """
+    is_masked = choose_positions(input_ids, attention_mask, special, mask_prob, rng)
+    u = torch.rand(input_ids.shape, generator=rng, device=input_ids.device)
+    corrupted = input_ids.clone()
+    if style == "electra":
+        corrupted[is_masked & (u < mask_token_prob)] = special.mask
+    else:
+        corrupted[is_masked & (u < 0.8)] = special.mask
+        random_pos = is_masked & (u >= 0.8) & (u < 0.9)
+        random_ids = torch.randint(
+            0, special.vocab_size, input_ids.shape, generator=rng, device=input_ids.device
+        )
+        corrupted[random_pos] = random_ids[random_pos]
+    positions = is_masked.reshape(-1).nonzero().squeeze(-1)
+    labels = input_ids.reshape(-1).index_select(0, positions)
+    return Masked(corrupted, is_masked, positions, labels)
+
+
+@torch.no_grad()
+def gumbel_sample(logits: Tensor, rng: torch.Generator | None, temperature: float = 1.0) -> Tensor:
+    """Sample one id per row of (N, V) logits by Gumbel-max, in fp32.
+
+    fp16 Gumbel noise overflows (-log(-log(u)) for u near 1) and gives NaN, so
+    the logits are upcast whatever the autocast dtype.
+    """
+    logits = logits.detach().float() / temperature
+    u = torch.rand(logits.shape, generator=rng, device=logits.device)
+    gumbel = -torch.log(-torch.log(u + 1e-9) + 1e-9)
+    return (logits + gumbel).argmax(dim=-1)
+
+
+@dataclass
+class PretrainOutput:
+    """Loss and diagnostics of one forward pass (scalars as 0-d tensors)."""
+
+    loss: Tensor
+    mlm_loss: Tensor
+    disc_loss: Tensor | None = None
+    gen_accuracy: Tensor | None = None
+    disc_accuracy: Tensor | None = None
+    replaced_precision: Tensor | None = None
+    replaced_recall: Tensor | None = None
+    # For visualisation: (B, L) corrupted ids, replaced labels, discriminator logits.
+    corrupted_ids: Tensor | None = None
+    replaced: Tensor | None = None
+    disc_logits: Tensor | None = None
+
+    def scalars(self) -> dict[str, float]:
+        """The scalar metrics as Python floats (one host sync)."""
+        names = [
+            "loss",
+            "mlm_loss",
+            "disc_loss",
+            "gen_accuracy",
+            "disc_accuracy",
+            "replaced_precision",
+            "replaced_recall",
+        ]
+        present = [(n, getattr(self, n)) for n in names if getattr(self, n) is not None]
+        values = torch.stack([v.detach().float() for _, v in present]).tolist()
+        return {n: v for (n, _), v in zip(present, values, strict=True)}
+
+
+class ElectraForPretraining(nn.Module):
+    """Generator + discriminator (RTD) or a single MLM encoder (BERT baseline).
+
+    For RTD the generator is built from the discriminator config scaled by
+    ``generator_size`` and shares the discriminator's embedding module (word,
+    position and token-type tables and their LayerNorm: the same ``Parameter``
+    objects). For MLM there is only ``generator``, at the full size.
+    """
+
+    def __init__(
+        self, config: ElectraConfig, objective: ObjectiveConfig, special: SpecialIds
+    ) -> None:
+        super().__init__()
+        if special.vocab_size != config.vocab_size:
+            raise ConfigError(
+                f"vocabulary has {special.vocab_size} tokens but model.vocab_size is "
+                f"{config.vocab_size}"
+            )
+        self.config = config
+        self.objective = objective
+        self.special = special
+        if objective.objective == "rtd":
+            self.discriminator = ElectraDiscriminator(config)
+            gen_cfg = generator_config(config, objective.generator_size)
+            self.generator = ElectraGenerator(
+                gen_cfg, embeddings=self.discriminator.electra.embeddings
+            )
+        else:
+            self.discriminator = None
+            self.generator = ElectraGenerator(config)
+
+    @property
+    def generator_config(self) -> ElectraConfig:
+        return self.generator.config
+
+    def encoder_to_keep(self) -> nn.Module:
+        """The model users fine-tune: the discriminator (RTD) or the MLM encoder."""
+        return self.discriminator if self.discriminator is not None else self.generator
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        rng: torch.Generator | None = None,
+        keep_tensors: bool = False,
+    ) -> PretrainOutput:
+        if attention_mask is None:
+            attention_mask = input_ids != self.special.pad
+        # SDPA runs its fast kernel when there is no mask; full blocks need none.
+        attn = None if bool(attention_mask.all()) else attention_mask
+        if self.objective.objective == "mlm":
+            return self._mlm(input_ids, attention_mask, attn, token_type_ids, rng)
+        return self._rtd(input_ids, attention_mask, attn, token_type_ids, rng, keep_tensors)
+
+    def _mlm(self, input_ids, attention_mask, attn, token_type_ids, rng) -> PretrainOutput:
+        obj = self.objective
+        m = mask_batch(input_ids, attention_mask, self.special, obj.mask_prob, rng, style="bert")
+        logits = self.generator(m.input_ids, attn, token_type_ids, positions=m.positions)
+        mlm_loss = F.cross_entropy(logits.float(), m.labels)
+        with torch.no_grad():
+            gen_acc = (logits.argmax(-1) == m.labels).float().mean()
+        return PretrainOutput(loss=mlm_loss, mlm_loss=mlm_loss, gen_accuracy=gen_acc)
+
+    def _rtd(
+        self, input_ids, attention_mask, attn, token_type_ids, rng, keep_tensors
+    ) -> PretrainOutput:
+        obj = self.objective
+        m = mask_batch(
+            input_ids,
+            attention_mask,
+            self.special,
+            obj.mask_prob,
+            rng,
+            style="electra",
+            mask_token_prob=obj.mask_token_prob,
+        )
+        gen_logits = self.generator(m.input_ids, attn, token_type_ids, positions=m.positions)
+        mlm_loss = F.cross_entropy(gen_logits.float(), m.labels)  # mean over masked
+
+        # Sampling is outside the graph: the generator learns only from L_MLM.
+        sampled = gumbel_sample(gen_logits, rng, obj.temperature)
+        corrupted = input_ids.clone()
+        corrupted.view(-1).index_copy_(0, m.positions, sampled)
+        replaced = corrupted != input_ids  # a sample equal to the original is original
+
+        disc_logits = self.discriminator(corrupted, attn, token_type_ids)  # (B, L)
+        weights = attention_mask.float()
+        per_token = F.binary_cross_entropy_with_logits(
+            disc_logits.float(), replaced.float(), reduction="none"
+        )
+        n_tokens = weights.sum().clamp(min=1.0)
+        disc_loss = (per_token * weights).sum() / n_tokens
+        loss = obj.gen_weight * mlm_loss + obj.disc_weight * disc_loss
+
+        with torch.no_grad():
+            real = attention_mask.bool()
+            pred = disc_logits > 0
+            gen_acc = (gen_logits.argmax(-1) == m.labels).float().mean()
+            disc_acc = ((pred == replaced) & real).sum() / n_tokens
+            tp = (pred & replaced & real).sum().float()
+            precision = tp / (pred & real).sum().clamp(min=1)
+            recall = tp / (replaced & real).sum().clamp(min=1)
+        out = PretrainOutput(
+            loss=loss,
+            mlm_loss=mlm_loss,
+            disc_loss=disc_loss,
+            gen_accuracy=gen_acc,
+            disc_accuracy=disc_acc,
+            replaced_precision=precision,
+            replaced_recall=recall,
+        )
+        if keep_tensors:
+            out.corrupted_ids, out.replaced, out.disc_logits = corrupted, replaced, disc_logits
+        return out
+
+
+def build_pretraining_model(
+    config: ElectraConfig, objective: ObjectiveConfig, special: SpecialIds
+) -> ElectraForPretraining:
+    """Convenience constructor with the config copied (callers may mutate theirs)."""
+    return ElectraForPretraining(dataclasses.replace(config), objective, special)
