@@ -1,0 +1,213 @@
+"""Invariants of the RTD and MLM objectives (spec: shared/reference/ELECTRA.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from electra.config import preset
+from electra.pretraining import (
+    ElectraForPretraining,
+    ObjectiveConfig,
+    SpecialIds,
+    choose_positions,
+    gumbel_sample,
+    mask_batch,
+    max_predictions_per_seq,
+)
+
+SPECIAL = SpecialIds(pad=0, cls=2, sep=3, mask=4, vocab_size=1000)
+
+
+def blocks(B: int = 16, L: int = 64, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """[CLS] A [SEP] B [SEP] [PAD]... with random lengths."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, SPECIAL.vocab_size, (B, L), generator=g)
+    lengths = torch.randint(8, L + 1, (B,), generator=g)
+    lengths[0] = L
+    for b, n in enumerate(lengths.tolist()):
+        ids[b, 0] = SPECIAL.cls
+        ids[b, n // 2] = SPECIAL.sep
+        ids[b, n - 1] = SPECIAL.sep
+        ids[b, n:] = SPECIAL.pad
+    return ids, (ids != SPECIAL.pad).long()
+
+
+def model(objective: str = "rtd", **kw) -> ElectraForPretraining:
+    torch.manual_seed(0)
+    cfg = preset("tiny")
+    return ElectraForPretraining(cfg, ObjectiveConfig(objective=objective, **kw), SPECIAL)
+
+
+def test_special_and_pad_never_masked_and_cap_respected() -> None:
+    ids, mask = blocks(B=64, L=128)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(20):
+        chosen = choose_positions(ids, mask, SPECIAL, 0.15, g)
+        assert not chosen[ids == SPECIAL.cls].any()
+        assert not chosen[ids == SPECIAL.sep].any()
+        assert not chosen[ids == SPECIAL.pad].any()
+        cap = max_predictions_per_seq(0.15, 128)
+        assert cap == 19
+        assert int(chosen.sum(-1).max()) <= cap
+        # 15% of the candidates (rounded), at least one.
+        n_cand = ((mask == 1) & (ids > 4)).sum(-1)
+        want = torch.clamp(torch.round(n_cand * 0.15), min=1, max=cap)
+        assert torch.equal(chosen.sum(-1), want.long())
+
+
+def test_electra_masking_keeps_15_percent_and_uses_no_random_tokens() -> None:
+    ids, mask = blocks(B=256, L=128)
+    m = mask_batch(ids, mask, SPECIAL, 0.15, torch.Generator().manual_seed(0))
+    changed = m.input_ids != ids
+    assert torch.all(m.input_ids[changed] == SPECIAL.mask)  # no random tokens
+    assert not changed[~m.is_masked].any()  # nothing outside the chosen positions
+    kept = (m.is_masked & ~changed).sum() / m.is_masked.sum()
+    assert 0.12 < kept.item() < 0.18
+    assert torch.equal(m.labels, ids.view(-1)[m.positions])
+
+
+def test_bert_masking_is_80_10_10() -> None:
+    ids, mask = blocks(B=256, L=128)
+    m = mask_batch(ids, mask, SPECIAL, 0.15, torch.Generator().manual_seed(0), style="bert")
+    sel = m.is_masked
+    to_mask = (m.input_ids[sel] == SPECIAL.mask).float().mean().item()
+    kept = (m.input_ids[sel] == ids[sel]).float().mean().item()
+    assert 0.76 < to_mask < 0.84
+    assert 0.07 < kept < 0.13
+
+
+def test_gumbel_sampling_is_fp32_and_follows_softmax() -> None:
+    logits = torch.log(torch.tensor([[0.7, 0.2, 0.1]])).repeat(20000, 1).to(torch.bfloat16)
+    s = gumbel_sample(logits, torch.Generator().manual_seed(0))
+    freq = torch.bincount(s, minlength=3).float() / len(s)
+    assert torch.allclose(freq, torch.tensor([0.7, 0.2, 0.1]), atol=0.02)
+    big = torch.full((4, 10), 60000.0, dtype=torch.float16)  # fp16 would overflow
+    assert torch.isfinite(gumbel_sample(big, None).float()).all()
+
+
+def test_sample_equal_to_original_is_labelled_original(monkeypatch: pytest.MonkeyPatch) -> None:
+    import electra.pretraining as P
+
+    m = model()
+    ids, mask = blocks()
+    # A generator that always "samples" the original token.
+    real_mask_batch = P.mask_batch
+    captured = {}
+
+    def spy(*a, **k):
+        out = real_mask_batch(*a, **k)
+        captured["labels"] = out.labels
+        return out
+
+    monkeypatch.setattr(P, "mask_batch", spy)
+    monkeypatch.setattr(P, "gumbel_sample", lambda logits, rng, t=1.0: captured["labels"])
+    out = m(ids, mask, rng=torch.Generator().manual_seed(0), keep_tensors=True)
+    assert not out.replaced.any()
+    assert torch.equal(out.corrupted_ids, ids)
+
+
+def test_padding_contributes_nothing_to_discriminator_loss() -> None:
+    m = model().eval()
+    ids, mask = blocks(B=4, L=32)
+    garbage = torch.where(mask.bool(), ids, 777)  # same mask, other content in the padding
+    a = m(ids, mask, rng=torch.Generator().manual_seed(5), keep_tensors=True)
+    b = m(garbage, mask, rng=torch.Generator().manual_seed(5), keep_tensors=True)
+    real = mask.bool()
+    assert not torch.allclose(a.disc_logits[~real], b.disc_logits[~real])  # padding differs
+    assert torch.allclose(a.disc_logits[real], b.disc_logits[real], atol=1e-5)
+    assert torch.allclose(a.disc_loss, b.disc_loss, atol=1e-6)
+    assert not b.replaced[~real].any()
+
+
+def test_disc_loss_is_mean_over_non_pad_positions() -> None:
+    import torch.nn.functional as F
+
+    m = model().eval()
+    ids, mask = blocks(B=4, L=32)
+    out = m(ids, mask, rng=torch.Generator().manual_seed(3), keep_tensors=True)
+    per = F.binary_cross_entropy_with_logits(
+        out.disc_logits, out.replaced.float(), reduction="none"
+    )
+    want = per[mask.bool()].mean()
+    assert torch.allclose(out.disc_loss, want, atol=1e-6)
+    assert torch.allclose(out.loss, out.mlm_loss + 50 * out.disc_loss, atol=1e-5)
+
+
+def test_no_gradient_reaches_generator_through_samples() -> None:
+    m = model(gen_weight=0.0)  # only the discriminator loss remains
+    ids, mask = blocks()
+    out = m(ids, mask, rng=torch.Generator().manual_seed(0))
+    out.loss.backward()
+    gen_only = [p for n, p in m.generator.named_parameters() if "embeddings." not in n]
+    assert gen_only
+    assert all(p.grad is None or torch.count_nonzero(p.grad) == 0 for p in gen_only)
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in m.discriminator.parameters())
+
+
+def test_embeddings_are_shared_objects() -> None:
+    m = model()
+    ge, de = m.generator.electra.embeddings, m.discriminator.electra.embeddings
+    assert ge.word_embeddings.weight is de.word_embeddings.weight
+    assert ge.position_embeddings.weight is de.position_embeddings.weight
+    assert ge.token_type_embeddings.weight is de.token_type_embeddings.weight
+    assert m.generator.generator_lm_head.weight is de.word_embeddings.weight
+    # Generator scaled in width, same depth.
+    assert m.generator.config.hidden_size == m.discriminator.config.hidden_size // 4  # size 1/4
+    assert m.generator.config.num_hidden_layers == m.discriminator.config.num_hidden_layers
+
+
+def test_same_rng_same_result_and_rng_drives_the_objective() -> None:
+    m = model().eval()
+    ids, mask = blocks()
+    a = m(ids, mask, rng=torch.Generator().manual_seed(9)).loss
+    b = m(ids, mask, rng=torch.Generator().manual_seed(9)).loss
+    c = m(ids, mask, rng=torch.Generator().manual_seed(10)).loss
+    assert torch.equal(a, b)
+    assert not torch.equal(a, c)
+
+
+@pytest.mark.parametrize("objective", ["rtd", "mlm"])
+def test_loss_falls_on_a_repeated_batch(objective: str) -> None:
+    m = model(objective)
+    ids, mask = blocks(B=8, L=32)
+    opt = torch.optim.Adam(m.parameters(), lr=2e-3)
+    losses = []
+    for _ in range(40):  # the same batch, masked the same way, every step
+        out = m(ids, mask, rng=torch.Generator().manual_seed(0))
+        opt.zero_grad()
+        out.loss.backward()
+        opt.step()
+        losses.append(out.loss.item())
+    assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5
+
+
+def test_mlm_objective_has_no_discriminator() -> None:
+    m = model("mlm")
+    assert m.discriminator is None
+    assert m.generator.config.hidden_size == preset("tiny").hidden_size
+    out = m(*blocks(), rng=torch.Generator().manual_seed(0))
+    assert out.disc_loss is None and set(out.scalars()) == {"loss", "mlm_loss", "gen_accuracy"}
+
+
+def test_rtd_metrics_are_consistent() -> None:
+    m = model().eval()
+    ids, mask = blocks(B=8, L=64)
+    out = m(ids, mask, rng=torch.Generator().manual_seed(0), keep_tensors=True)
+    s = out.scalars()
+    real = mask.bool()
+    pred = out.disc_logits > 0
+    acc = ((pred == out.replaced) & real).sum() / real.sum()
+    assert s["disc_accuracy"] == pytest.approx(acc.item(), abs=1e-6)
+    assert 0.0 <= s["replaced_precision"] <= 1.0 and 0.0 <= s["replaced_recall"] <= 1.0
+
+
+def test_vocab_mismatch_is_a_clear_error() -> None:
+    from electra.config import ConfigError
+
+    with pytest.raises(ConfigError, match="vocab_size"):
+        ElectraForPretraining(
+            preset("tiny"), ObjectiveConfig(), dataclasses.replace(SPECIAL, vocab_size=999)
+        )
