@@ -6,11 +6,13 @@ import dataclasses
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from electra.config import preset
 from electra.pretraining import (
     ElectraForPretraining,
     ObjectiveConfig,
+    SampleRNG,
     SpecialIds,
     choose_positions,
     gumbel_sample,
@@ -103,7 +105,13 @@ def test_sample_equal_to_original_is_labelled_original(monkeypatch: pytest.Monke
         return out
 
     monkeypatch.setattr(P, "mask_batch", spy)
-    monkeypatch.setattr(P, "gumbel_sample", lambda logits, rng, t=1.0: captured["labels"])
+    real_fused = P.mlm_loss_and_sample
+
+    def always_original(logits, labels, rng, rows):
+        loss, _, pred = real_fused(logits, labels, rng, rows)
+        return loss, captured["labels"], pred
+
+    monkeypatch.setattr(P, "mlm_loss_and_sample", always_original)
     out = m(ids, mask, rng=torch.Generator().manual_seed(0), keep_tensors=True)
     assert not out.replaced.any()
     assert torch.equal(out.corrupted_ids, ids)
@@ -211,3 +219,39 @@ def test_vocab_mismatch_is_a_clear_error() -> None:
         ElectraForPretraining(
             preset("tiny"), ObjectiveConfig(), dataclasses.replace(SPECIAL, vocab_size=999)
         )
+
+
+def test_per_sample_randomness_does_not_depend_on_the_batch_split() -> None:
+    m = model().eval()
+    ids, mask = blocks(B=8, L=48)
+    seeds = SampleRNG.seeds_for(7, range(100, 108))
+    whole = m(ids, mask, rng=SampleRNG(seeds), keep_tensors=True)
+    a = m(ids[:3], mask[:3], rng=SampleRNG(seeds[:3]), keep_tensors=True)
+    b = m(ids[3:], mask[3:], rng=SampleRNG(seeds[3:]), keep_tensors=True)
+    assert torch.equal(whole.corrupted_ids, torch.cat([a.corrupted_ids, b.corrupted_ids]))
+    assert torch.equal(whole.replaced, torch.cat([a.replaced, b.replaced]))
+    assert whole.replaced.any()
+    other = m(ids, mask, rng=SampleRNG(SampleRNG.seeds_for(8, range(100, 108))), keep_tensors=True)
+    assert not torch.equal(other.corrupted_ids, whole.corrupted_ids)
+
+
+def test_fused_generator_loss_matches_cross_entropy_and_samples_softmax() -> None:
+    from electra.pretraining import mlm_loss_and_sample
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(6, 50, generator=g, requires_grad=True)
+    labels = torch.randint(0, 50, (6,), generator=g)
+    loss, _, pred = mlm_loss_and_sample(logits, labels, g, None)
+    loss.backward()
+    ref_logits = logits.detach().clone().requires_grad_(True)
+    ref = F.cross_entropy(ref_logits, labels)
+    ref.backward()
+    assert torch.allclose(loss, ref, atol=1e-6)
+    assert torch.allclose(logits.grad, ref_logits.grad, atol=1e-6)
+    assert torch.equal(pred, logits.argmax(-1))
+    # Samples follow the softmax (the Gumbel-max trick in multiplicative form).
+    probs = torch.tensor([0.6, 0.3, 0.1])
+    many = torch.log(probs).repeat(30000, 1)
+    _, s, _ = mlm_loss_and_sample(many, torch.zeros(30000, dtype=torch.long), g, None)
+    freq = torch.bincount(s, minlength=3).float() / len(s)
+    assert torch.allclose(freq, probs, atol=0.015)

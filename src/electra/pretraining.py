@@ -18,15 +18,21 @@ The MLM baseline trains the same encoder as BERT (15%, 80/10/10) so the two
 objectives can be compared in one harness at equal compute.
 
 All randomness of the objective (position choice, mask/keep split, random
-tokens, Gumbel noise) comes from an injectable ``torch.Generator``; dropout
-uses the global RNG, whose state the training loop checkpoints.
+tokens, Gumbel noise) comes from an injectable ``torch.Generator``, or from a
+:class:`SampleRNG` that seeds one generator per sample. The training loop uses
+the latter, seeded by each block's index in the global data stream: a block
+is then masked and corrupted identically whatever batch, rank or
+accumulation step it lands in, so a 2-process run reproduces a 1-process run
+and a resumed run needs no objective RNG state. Dropout uses the global RNG,
+whose state the training loop checkpoints.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Union
 
 import torch
 import torch.nn.functional as F
@@ -81,6 +87,73 @@ class SpecialIds:
         return (self.pad, self.cls, self.sep, self.mask)
 
 
+class SampleRNG:
+    """One seeded ``torch.Generator`` per sample of the batch.
+
+    Every draw of the objective is made row by row from the row's own
+    generator, in a fixed order (position keys, mask/keep split, random
+    tokens, Gumbel noise), so the randomness a sample receives depends only on
+    its seed.
+    """
+
+    def __init__(self, seeds: Sequence[int], device: torch.device | str = "cpu") -> None:
+        self.device = torch.device(device)
+        self.generators = [
+            torch.Generator(device=self.device).manual_seed(int(s) & 0xFFFF_FFFF_FFFF_FFFF)
+            for s in seeds
+        ]
+
+    @staticmethod
+    def seeds_for(base_seed: int, stream_indices: Sequence[int]) -> list[int]:
+        """Seeds for samples at these positions of the global data stream."""
+        return [
+            (base_seed * 0x9E3779B97F4A7C15 + int(i) * 0xBF58476D1CE4E5B9 + 1)
+            for i in stream_indices
+        ]
+
+
+Randomness = Union[torch.Generator, SampleRNG, None]  # noqa: UP007 (runtime alias)
+
+
+def _uniform(rng: Randomness, shape: tuple[int, int], device: torch.device) -> Tensor:
+    if isinstance(rng, SampleRNG):
+        _check_rows(rng, shape[0])
+        return torch.stack(
+            [torch.rand(shape[1], generator=g, device=device) for g in rng.generators]
+        )
+    return torch.rand(shape, generator=rng, device=device)
+
+
+def _randint(rng: Randomness, high: int, shape: tuple[int, int], device: torch.device) -> Tensor:
+    if isinstance(rng, SampleRNG):
+        _check_rows(rng, shape[0])
+        return torch.stack(
+            [
+                torch.randint(0, high, (shape[1],), generator=g, device=device)
+                for g in rng.generators
+            ]
+        )
+    return torch.randint(0, high, shape, generator=rng, device=device)
+
+
+def _uniform_rows(rng: Randomness, counts: Tensor | None, width: int, n: int, device) -> Tensor:
+    """(n, width) uniform noise; with a SampleRNG, ``counts[b]`` rows from sample b."""
+    if isinstance(rng, SampleRNG):
+        if counts is None:
+            raise ValueError("per-sample randomness needs the number of rows per sample")
+        parts = [
+            torch.rand(int(c), width, generator=g, device=device)
+            for g, c in zip(rng.generators, counts.tolist(), strict=True)
+        ]
+        return torch.cat(parts) if parts else torch.empty(0, width, device=device)
+    return torch.rand(n, width, generator=rng, device=device)
+
+
+def _check_rows(rng: SampleRNG, rows: int) -> None:
+    if len(rng.generators) != rows:
+        raise ValueError(f"SampleRNG has {len(rng.generators)} seeds for a batch of {rows}")
+
+
 def max_predictions_per_seq(mask_prob: float, seq_len: int) -> int:
     """The official cap on masked positions per sequence."""
     return int((mask_prob + 0.005) * seq_len)
@@ -101,7 +174,7 @@ def choose_positions(
     attention_mask: Tensor,
     special: SpecialIds,
     mask_prob: float,
-    rng: torch.Generator | None,
+    rng: Randomness,
 ) -> Tensor:
     """(B, L) bool mask of positions to predict.
 
@@ -119,7 +192,7 @@ def choose_positions(
     n_pick = torch.minimum(n_pick, n_cand)
     # Random keys; non-candidates sort last. The k smallest keys are a uniform
     # sample without replacement.
-    keys = torch.rand(B, L, generator=rng, device=input_ids.device)
+    keys = _uniform(rng, (B, L), input_ids.device)
     keys = keys.masked_fill(~candidate, 2.0)
     order = keys.argsort(dim=-1)
     rank = torch.empty_like(order)
@@ -132,7 +205,7 @@ def mask_batch(
     attention_mask: Tensor,
     special: SpecialIds,
     mask_prob: float,
-    rng: torch.Generator | None,
+    rng: Randomness,
     style: Literal["electra", "bert"] = "electra",
     mask_token_prob: float = 0.85,
 ) -> Masked:
@@ -142,31 +215,86 @@ def mask_batch(
     token. ``bert``: 80% [MASK], 10% a random token, 10% kept.
     """
     is_masked = choose_positions(input_ids, attention_mask, special, mask_prob, rng)
-    u = torch.rand(input_ids.shape, generator=rng, device=input_ids.device)
+    B, L = input_ids.shape
+    u = _uniform(rng, (B, L), input_ids.device)
     corrupted = input_ids.clone()
     if style == "electra":
         corrupted[is_masked & (u < mask_token_prob)] = special.mask
     else:
         corrupted[is_masked & (u < 0.8)] = special.mask
         random_pos = is_masked & (u >= 0.8) & (u < 0.9)
-        random_ids = torch.randint(
-            0, special.vocab_size, input_ids.shape, generator=rng, device=input_ids.device
-        )
+        random_ids = _randint(rng, special.vocab_size, (B, L), input_ids.device)
         corrupted[random_pos] = random_ids[random_pos]
     positions = is_masked.reshape(-1).nonzero().squeeze(-1)
     labels = input_ids.reshape(-1).index_select(0, positions)
     return Masked(corrupted, is_masked, positions, labels)
 
 
+class _FusedMLMLoss(torch.autograd.Function):
+    """Mean cross-entropy over (N, V) logits, and a Gumbel-max sample from the same pass.
+
+    One fp32 pass computes the softmax; its ``softmax - onehot`` is the
+    gradient, kept (in the logits' dtype) for backward, so no log-softmax
+    backward and no (N, V) zero-fill is needed. The sample uses the Gumbel-max
+    trick in its multiplicative form: ``argmax(logits + G)`` with
+    ``G = -log(E)``, ``E ~ Exp(1)``, equals ``argmax(exp(logits) / E)``, which
+    reuses the exponentials already computed (fp32 throughout). ``noise`` is
+    uniform in [0, 1) and is consumed (E = -log u is formed in place).
+    """
+
+    @staticmethod
+    def forward(ctx, logits: Tensor, labels: Tensor, noise: Tensor):  # type: ignore[override]
+        x = logits.float()
+        if x.data_ptr() == logits.data_ptr():
+            x = x.clone()
+        rows = torch.arange(x.shape[0], device=x.device)
+        target = x[rows, labels]
+        top, argmax = x.max(dim=-1)
+        x.sub_(top[:, None]).exp_()  # unnormalised probabilities, max 1
+        total = x.sum(dim=-1)
+        loss = (total.log() + top - target).mean()
+        # exp(logit) / E with E = -log(u): argmax of x / (-log u) = argmin of x / log u.
+        sampled = noise.log_().reciprocal_().mul_(x).argmin(dim=-1)
+        x.div_(total[:, None])
+        x[rows, labels] -= 1.0
+        x.div_(max(x.shape[0], 1))
+        ctx.save_for_backward(x.to(logits.dtype))
+        ctx.mark_non_differentiable(sampled, argmax)
+        return loss, sampled, argmax
+
+    @staticmethod
+    def backward(ctx, grad_loss: Tensor, _s: Tensor, _a: Tensor):  # type: ignore[override]
+        (grad,) = ctx.saved_tensors
+        return grad.mul_(grad_loss.to(grad.dtype)), None, None  # backward runs once
+
+
+def mlm_loss_and_sample(
+    logits: Tensor, labels: Tensor, rng: Randomness, rows_per_sample: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """(mean CE loss, Gumbel-max sample, argmax) of (N, V) generator logits at temperature 1."""
+    if logits.shape[0] == 0:
+        empty = labels.new_empty(0)
+        return logits.sum() * 0.0, empty, empty
+    noise = _uniform_rows(rng, rows_per_sample, logits.shape[1], logits.shape[0], logits.device)
+    return _FusedMLMLoss.apply(logits, labels, noise)
+
+
 @torch.no_grad()
-def gumbel_sample(logits: Tensor, rng: torch.Generator | None, temperature: float = 1.0) -> Tensor:
+def gumbel_sample(
+    logits: Tensor,
+    rng: Randomness,
+    temperature: float = 1.0,
+    rows_per_sample: Tensor | None = None,
+) -> Tensor:
     """Sample one id per row of (N, V) logits by Gumbel-max, in fp32.
 
     fp16 Gumbel noise overflows (-log(-log(u)) for u near 1) and gives NaN, so
-    the logits are upcast whatever the autocast dtype.
+    the logits are upcast whatever the autocast dtype. ``rows_per_sample``
+    (B,) says how many consecutive rows belong to each sample (needed with a
+    :class:`SampleRNG`).
     """
     logits = logits.detach().float() / temperature
-    u = torch.rand(logits.shape, generator=rng, device=logits.device)
+    u = _uniform_rows(rng, rows_per_sample, logits.shape[1], logits.shape[0], logits.device)
     gumbel = -torch.log(-torch.log(u + 1e-9) + 1e-9)
     return (logits + gumbel).argmax(dim=-1)
 
@@ -247,7 +375,7 @@ class ElectraForPretraining(nn.Module):
         input_ids: Tensor,
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
-        rng: torch.Generator | None = None,
+        rng: Randomness = None,
         keep_tensors: bool = False,
     ) -> PretrainOutput:
         if attention_mask is None:
@@ -281,10 +409,14 @@ class ElectraForPretraining(nn.Module):
             mask_token_prob=obj.mask_token_prob,
         )
         gen_logits = self.generator(m.input_ids, attn, token_type_ids, positions=m.positions)
-        mlm_loss = F.cross_entropy(gen_logits.float(), m.labels)  # mean over masked
-
         # Sampling is outside the graph: the generator learns only from L_MLM.
-        sampled = gumbel_sample(gen_logits, rng, obj.temperature)
+        rows = m.is_masked.sum(-1)
+        if obj.temperature == 1.0:
+            mlm_loss, sampled, gen_pred = mlm_loss_and_sample(gen_logits, m.labels, rng, rows)
+        else:
+            mlm_loss = F.cross_entropy(gen_logits.float(), m.labels)  # mean over masked
+            sampled = gumbel_sample(gen_logits, rng, obj.temperature, rows)
+            gen_pred = gen_logits.detach().argmax(-1)
         corrupted = input_ids.clone()
         corrupted.view(-1).index_copy_(0, m.positions, sampled)
         replaced = corrupted != input_ids  # a sample equal to the original is original
@@ -301,7 +433,7 @@ class ElectraForPretraining(nn.Module):
         with torch.no_grad():
             real = attention_mask.bool()
             pred = disc_logits > 0
-            gen_acc = (gen_logits.argmax(-1) == m.labels).float().mean()
+            gen_acc = (gen_pred == m.labels).float().mean()
             disc_acc = ((pred == replaced) & real).sum() / n_tokens
             tp = (pred & replaced & real).sum().float()
             precision = tp / (pred & real).sum().clamp(min=1)

@@ -1,0 +1,210 @@
+"""Pre-training throughput: our RTD step against the step users build with ``transformers``.
+
+The reference is what people write today: an ``ElectraForMaskedLM`` generator
+and an ``ElectraForPreTraining`` discriminator sharing their embeddings, the
+generator scoring every token (``labels=-100`` off the masked positions),
+Gumbel sampling at the masked positions, ``L_MLM + 50 L_Disc``, AdamW.
+Both steps use the same config, batch, sequence length and dtype, run in one
+process, alternating, after warm-up; the median step time is reported with
+tokens/s, the ratio, and MFU against the measured matmul peak of the same
+dtype on this machine (FLOPs = the matmul FLOPs each step executes).
+
+    python benchmarks/pretrain_throughput.py                 # small, 32 x 128, bf16 and fp32
+    python benchmarks/pretrain_throughput.py --dtype bf16 --steps 8
+    python benchmarks/pretrain_throughput.py --preset base --batch 8 --seq 512 --device cuda
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from contextlib import nullcontext
+
+import torch
+import torch.nn.functional as F
+
+from electra.config import generator_config, preset
+from electra.flops import executed_matmul_flops_per_step
+from electra.pretraining import ElectraForPretraining, ObjectiveConfig, SpecialIds, mask_batch
+
+SPECIAL = SpecialIds(pad=0, cls=101, sep=102, mask=103, vocab_size=30522)
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def matmul_peak(dtype: torch.dtype, device: str, n: int = 2048, reps: int = 10) -> float:
+    """Best measured GFLOP/s of a square matmul in ``dtype`` (the MFU denominator)."""
+    best = 0.0
+    for size in (n, n // 2):
+        a = torch.randn(size, size, device=device).to(dtype)
+        b = torch.randn(size, size, device=device).to(dtype)
+        for fn in (torch.mm, lambda x, y: F.linear(x, y)):
+            fn(a, b)
+            sync(device)
+            t = time.perf_counter()
+            for _ in range(reps):
+                fn(a, b)
+            sync(device)
+            best = max(best, 2 * size**3 * reps / (time.perf_counter() - t) / 1e9)
+    return best
+
+
+def make_batch(batch: int, seq: int, device: str) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(1000, SPECIAL.vocab_size, (batch, seq), generator=g)
+    ids[:, 0] = SPECIAL.cls
+    ids[:, seq // 2] = SPECIAL.sep
+    ids[:, -1] = SPECIAL.sep
+    return {
+        "input_ids": ids.to(device),
+        "attention_mask": torch.ones_like(ids).to(device),
+        "token_type_ids": torch.zeros_like(ids).to(device),
+    }
+
+
+def build_reference(disc_cfg, gen_size: float, device: str, attn: str):
+    import transformers
+
+    def hf(c):
+        return transformers.ElectraConfig(
+            vocab_size=c.vocab_size,
+            embedding_size=c.embedding_size,
+            hidden_size=c.hidden_size,
+            num_hidden_layers=c.num_hidden_layers,
+            num_attention_heads=c.num_attention_heads,
+            intermediate_size=c.intermediate_size,
+            max_position_embeddings=c.max_position_embeddings,
+            attn_implementation=attn,
+        )
+
+    gen = transformers.ElectraForMaskedLM(hf(generator_config(disc_cfg, gen_size)))
+    disc = transformers.ElectraForPreTraining(hf(disc_cfg))
+    gen.electra.embeddings = disc.electra.embeddings  # shared embeddings, as users do
+    gen.generator_lm_head.weight = disc.electra.embeddings.word_embeddings.weight
+    model = torch.nn.ModuleDict({"gen": gen, "disc": disc}).to(device).train()
+    return model
+
+
+def reference_step(model, batch, rng, autocast):
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    m = mask_batch(ids, mask, SPECIAL, 0.15, rng)
+    labels = torch.full_like(ids, -100)
+    labels[m.is_masked] = ids[m.is_masked]
+    with autocast:
+        g = model["gen"](m.input_ids, attention_mask=mask, labels=labels)
+        with torch.no_grad():
+            logits = g.logits[m.is_masked].float()
+            u = torch.rand(logits.shape, generator=rng, device=logits.device)
+            sampled = (logits - torch.log(-torch.log(u + 1e-9) + 1e-9)).argmax(-1)
+        corrupt = ids.clone()
+        corrupt[m.is_masked] = sampled
+        replaced = (corrupt != ids).float()
+        d = model["disc"](corrupt, attention_mask=mask, labels=replaced)
+        loss = g.loss + 50.0 * d.loss
+    return loss
+
+
+def ours_step(model, batch, rng, autocast):
+    with autocast:
+        out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], rng=rng)
+    return out.loss
+
+
+def timed(step_fn, model, opt, batch, rng, autocast, device) -> float:
+    sync(device)
+    t = time.perf_counter()
+    loss = step_fn(model, batch, rng, autocast)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    sync(device)
+    return time.perf_counter() - t
+
+
+def run(args, dtype_name: str) -> dict:
+    device = args.device
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype_name]
+    autocast = (
+        torch.autocast(device_type=device, dtype=dtype) if dtype != torch.float32 else nullcontext()
+    )
+    cfg = preset(args.preset)
+    torch.manual_seed(0)
+    ours = ElectraForPretraining(cfg, ObjectiveConfig(generator_size=args.gen_size), SPECIAL)
+    ours = ours.to(device).train()
+    ref = build_reference(cfg, args.gen_size, device, args.ref_attn)
+    opt_o = torch.optim.AdamW(ours.parameters(), lr=1e-4, eps=1e-6, fused=device == "cuda")
+    opt_r = torch.optim.AdamW(ref.parameters(), lr=1e-4, eps=1e-6, fused=device == "cuda")
+    batch = make_batch(args.batch, args.seq, device)
+    rng_o = torch.Generator(device=device).manual_seed(0)
+    rng_r = torch.Generator(device=device).manual_seed(0)
+    times_o, times_r = [], []
+    for i in range(args.warmup + args.steps):
+        tr = timed(reference_step, ref, opt_r, batch, rng_r, autocast, device)
+        to = timed(ours_step, ours, opt_o, batch, rng_o, autocast, device)
+        if i >= args.warmup:
+            times_r.append(tr)
+            times_o.append(to)
+    tokens = args.batch * args.seq
+    n_masked = round(0.15 * tokens)
+    flops_ours = executed_matmul_flops_per_step(cfg, args.batch, args.seq, "rtd", args.gen_size)
+    gen = generator_config(cfg, args.gen_size)
+    # The reference also runs the generator head on every token.
+    flops_ref = flops_ours + 3 * (tokens - n_masked) * (
+        2 * gen.hidden_size * gen.embedding_size + 2 * gen.embedding_size * gen.vocab_size
+    )
+    peak = matmul_peak(dtype, device) * 1e9
+    to, tr = statistics.median(times_o), statistics.median(times_r)
+    return {
+        "preset": args.preset,
+        "dtype": dtype_name,
+        "device": device,
+        "threads": torch.get_num_threads(),
+        "batch": args.batch,
+        "seq": args.seq,
+        "generator_size": args.gen_size,
+        "ours_tokens_per_s": tokens / to,
+        "reference_tokens_per_s": tokens / tr,
+        "ratio": tr / to,
+        "ours_mfu": flops_ours / to / peak,
+        "reference_mfu": flops_ref / tr / peak,
+        "matmul_peak_gflops": peak / 1e9,
+        "ours_step_s": to,
+        "reference_step_s": tr,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--preset", default="small")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--gen-size", type=float, default=0.25)
+    p.add_argument("--dtype", choices=["bf16", "fp32", "both"], default="both")
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--ref-attn", default="sdpa", help="transformers attn_implementation")
+    p.add_argument("--json", action="store_true", help="print one JSON object per dtype")
+    args = p.parse_args()
+    for dt in ["bf16", "fp32"] if args.dtype == "both" else [args.dtype]:
+        r = run(args, dt)
+        if args.json:
+            print(json.dumps(r))
+            continue
+        print(
+            f"{r['preset']} {r['dtype']} {r['device']} batch {r['batch']}x{r['seq']} "
+            f"gen {r['generator_size']:.2f}: ours {r['ours_tokens_per_s']:.0f} tok/s, "
+            f"reference {r['reference_tokens_per_s']:.0f} tok/s, ratio {r['ratio']:.2f}x, "
+            f"MFU ours {100 * r['ours_mfu']:.1f}% / reference {100 * r['reference_mfu']:.1f}% "
+            f"(peak {r['matmul_peak_gflops']:.0f} GFLOP/s)"
+        )
+
+
+if __name__ == "__main__":
+    main()

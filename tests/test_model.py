@@ -1,0 +1,84 @@
+"""The encoder: shapes, masking of padding, the CPU fast paths, parameter naming."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from electra.config import preset
+from electra.model import (
+    ElectraDiscriminator,
+    ElectraGenerator,
+    _attention_with_dropout,
+    dropout,
+)
+
+
+def test_fast_dropout_rate_scale_and_gradient() -> None:
+    torch.manual_seed(0)
+    x = torch.ones(200_000, requires_grad=True)
+    y = dropout(x, 0.1, training=True)
+    dropped = y == 0
+    assert abs(dropped.float().mean().item() - 0.1) < 0.005
+    assert torch.allclose(y[~dropped], torch.tensor(1 / 0.9))
+    y.sum().backward()
+    assert torch.equal(x.grad == 0, dropped)
+    assert torch.equal(dropout(x, 0.1, training=False), x)
+
+
+def test_fast_dropout_follows_the_global_rng() -> None:
+    x = torch.ones(1000)
+    torch.manual_seed(3)
+    a = dropout(x, 0.1, True)
+    torch.manual_seed(3)
+    b = dropout(x, 0.1, True)
+    assert torch.equal(a, b)
+
+
+def test_eager_attention_matches_sdpa_without_drops() -> None:
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 9, 8, generator=g) for _ in range(3))
+    mask = torch.ones(2, 1, 1, 9, dtype=torch.bool)
+    mask[1, ..., 6:] = False
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    got = _attention_with_dropout(q, k, v, mask, 1e-9)  # threshold rounds to "never drop"
+    assert torch.allclose(got, want, atol=1e-6)
+
+
+def test_shapes_and_names_follow_hugging_face() -> None:
+    cfg = preset("tiny")
+    d = ElectraDiscriminator(cfg)
+    names = set(dict(d.named_parameters()))
+    assert "electra.embeddings_project.weight" in names  # embedding 32 < hidden 64
+    assert "electra.encoder.layer.1.attention.self.query.weight" in names
+    assert "discriminator_predictions.dense_prediction.weight" in names
+    ids = torch.randint(5, cfg.vocab_size, (3, 10))
+    assert d(ids).shape == (3, 10)
+    g = ElectraGenerator(cfg)
+    assert "generator_lm_head.bias" in dict(g.named_parameters())
+    assert "generator_lm_head.weight" not in g.state_dict()  # tied, stored once
+    assert g(ids).shape == (3, 10, cfg.vocab_size)
+    assert g(ids, positions=torch.tensor([0, 7])).shape == (2, cfg.vocab_size)
+    equal = preset("tiny", embedding_size=64)
+    assert not hasattr(ElectraDiscriminator(equal).electra, "embeddings_project")
+
+
+def test_padding_does_not_leak_into_real_tokens() -> None:
+    torch.manual_seed(0)
+    d = ElectraDiscriminator(preset("tiny")).eval()
+    ids = torch.randint(5, 1000, (1, 12))
+    mask = torch.ones_like(ids)
+    mask[:, 8:] = 0
+    other = ids.clone()
+    other[:, 8:] = 9
+    with torch.no_grad():
+        a, b = d(ids, mask), d(other, mask)
+    assert torch.allclose(a[:, :8], b[:, :8], atol=1e-6)
+
+
+def test_too_long_sequence_is_a_clear_error() -> None:
+    import pytest
+
+    d = ElectraDiscriminator(preset("tiny"))
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        d(torch.ones(1, 200, dtype=torch.long))
