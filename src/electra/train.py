@@ -1,0 +1,842 @@
+"""The pre-training loop: the command users leave running for days.
+
+``electra pretrain --config small --set optim.learning_rate=3e-4`` trains over
+blocks made by ``electra prepare``. What it guarantees:
+
+* the paper's recipe by default (AdamW 0.9/0.999/1e-6, weight decay 0.01 off
+  LayerNorm and biases, linear warmup then linear decay, clipping at 1.0);
+* exact resume: a run killed at any moment and restarted with ``--resume``
+  produces the same losses as one never interrupted. Nothing random is kept
+  in a hidden state: the data order is a function of (seed, position), the
+  objective's randomness a function of (seed, block index) and dropout is
+  reseeded from (seed, step, rank) at every step. A checkpoint therefore only
+  needs weights, optimizer, scheduler, step and data position;
+* data parallelism under ``torchrun`` (DDP; FSDP with ``run.fsdp = true``):
+  the global batch is fixed by the config and split across ranks and
+  accumulation steps, each rank reads its own slice of the block stream,
+  rank 0 alone writes; a run can resume under another world size;
+* checkpoints written atomically, the last N kept, one written on SIGTERM or
+  SIGINT before a clean exit;
+* metrics (losses, accuracies, replaced-token precision/recall, learning
+  rate, gradient norm, tokens, cumulative FLOPs) to ``metrics.jsonl`` and
+  TensorBoard, a progress bar, periodic validation;
+* at the end, Hugging Face directories for the discriminator and generator
+  with the tokenizer, and a one-line summary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from electra import checkpoint as ckpt
+from electra.config import (
+    ConfigError,
+    ElectraConfig,
+    apply_overrides,
+    from_dict,
+    generator_config,
+    preset,
+    to_dict,
+)
+from electra.flops import paper_train_flops_per_step
+from electra.pretraining import ElectraForPretraining, ObjectiveConfig, SampleRNG
+
+# ---------------------------------------------------------------------------
+# Configuration
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class OptimConfig:
+    """Optimizer and schedule (paper defaults)."""
+
+    learning_rate: float = field(default=5e-4, metadata={"doc": "Peak learning rate."})
+    adam_beta1: float = field(default=0.9, metadata={"doc": "Adam beta1."})
+    adam_beta2: float = field(default=0.999, metadata={"doc": "Adam beta2."})
+    adam_eps: float = field(default=1e-6, metadata={"doc": "Adam epsilon."})
+    weight_decay: float = field(
+        default=0.01, metadata={"doc": "Decoupled weight decay (not on LayerNorm/biases)."}
+    )
+    warmup_steps: int = field(default=10_000, metadata={"doc": "Linear warmup steps."})
+    max_steps: int = field(default=1_000_000, metadata={"doc": "Total optimizer steps."})
+    batch_size: int = field(
+        default=128, metadata={"doc": "Global batch (blocks per optimizer step, all ranks)."}
+    )
+    grad_accum: int = field(default=1, metadata={"doc": "Micro-batches per optimizer step."})
+    grad_clip: float = field(default=1.0, metadata={"doc": "Max global gradient norm (0: off)."})
+
+
+@dataclass
+class DataConfig:
+    """Where the blocks are."""
+
+    blocks: str = field(default="", metadata={"doc": "Directory made by `electra prepare`."})
+
+
+@dataclass
+class RunConfig:
+    """Everything about running, logging and saving."""
+
+    output_dir: str = field(default="runs/pretrain", metadata={"doc": "Run directory."})
+    seed: int = field(default=0, metadata={"doc": "Seed of data order, masking and dropout."})
+    device: str = field(default="auto", metadata={"doc": "auto, cpu, cuda or cuda:N."})
+    precision: Literal["bf16", "fp32", "fp16"] = field(
+        default="bf16", metadata={"doc": "Autocast dtype (weights stay fp32)."}
+    )
+    compile: bool = field(default=False, metadata={"doc": "torch.compile the encoders."})
+    fsdp: bool = field(default=False, metadata={"doc": "Shard with FSDP2 instead of DDP."})
+    threads: int = field(default=0, metadata={"doc": "CPU threads (0: torch default)."})
+    log_every: int = field(default=10, metadata={"doc": "Steps between metric records."})
+    eval_every: int = field(default=1000, metadata={"doc": "Steps between validations (0: off)."})
+    eval_batches: int = field(default=10, metadata={"doc": "Validation micro-batches."})
+    save_every: int = field(default=1000, metadata={"doc": "Steps between checkpoints."})
+    save_every_minutes: float = field(
+        default=30.0, metadata={"doc": "Also checkpoint after this many minutes."}
+    )
+    keep_last: int = field(default=3, metadata={"doc": "Checkpoints kept."})
+    max_minutes: float = field(
+        default=0.0, metadata={"doc": "Stop (checkpoint, export) after this long (0: off)."}
+    )
+    max_flops: float = field(
+        default=0.0, metadata={"doc": "Stop once this many training FLOPs are spent (0: off)."}
+    )
+    tensorboard: bool = field(default=True, metadata={"doc": "Also log to TensorBoard."})
+    progress: bool = field(default=True, metadata={"doc": "Show a progress bar."})
+    export: bool = field(default=True, metadata={"doc": "Export HF directories at the end."})
+
+
+@dataclass
+class PretrainConfig:
+    """A whole pre-training run (one TOML file)."""
+
+    model: dict[str, Any] = field(default_factory=lambda: {"preset": "small"})
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+
+def builtin_configs() -> list[str]:
+    """Names of the packaged configs (``electra pretrain --config NAME``)."""
+    folder = resources.files("electra") / "configs"
+    return sorted(p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def load_config(source: str | None, overrides: list[str] = ()) -> PretrainConfig:
+    """A config from a TOML file or a built-in name, with ``--set`` overrides applied."""
+    data: dict[str, Any] = {}
+    where = "defaults"
+    if source:
+        path = Path(source)
+        if not path.is_file() and source in builtin_configs():
+            path = Path(str(resources.files("electra") / "configs" / f"{source}.toml"))
+        if not path.is_file():
+            raise ConfigError(
+                f"{source}: no such config file or built-in config "
+                f"(built-in: {', '.join(builtin_configs())})"
+            )
+        where = str(path)
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: invalid TOML ({exc})") from None
+    data = apply_overrides(data, list(overrides))
+    cfg = from_dict(PretrainConfig, data, source=where)
+    resolve_model(cfg, vocab_size=None, source=where)  # validate model keys early
+    return cfg
+
+
+def resolve_model(cfg: PretrainConfig, vocab_size: int | None, source: str) -> ElectraConfig:
+    """The discriminator config: ``model.preset`` plus field overrides, vocab from the data."""
+    fields = dict(cfg.model)
+    name = fields.pop("preset", "small")
+    if vocab_size is not None:
+        if "vocab_size" in fields and fields["vocab_size"] != vocab_size:
+            raise ConfigError(
+                f"{source}: model.vocab_size = {fields['vocab_size']} but the blocks' "
+                f"vocabulary has {vocab_size} tokens"
+            )
+        fields["vocab_size"] = vocab_size
+    try:
+        return preset(name, **fields)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: model: {exc}") from None
+
+
+# ---------------------------------------------------------------------------
+# Distributed setup
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Dist:
+    rank: int
+    world: int
+    local_rank: int
+    device: torch.device
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def setup_distributed(device_pref: str) -> Dist:
+    """Read torchrun's environment; one process when it is absent."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if device_pref == "auto":
+        device_pref = "cuda" if torch.cuda.is_available() else "cpu"
+    if device_pref == "cuda" and world > 1:
+        device = torch.device("cuda", local)
+    else:
+        device = torch.device(device_pref)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    return Dist(rank, world, local, device)
+
+
+def _all_reduce(x: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
+    if dist.is_initialized():
+        dist.all_reduce(x, op=op)
+    return x
+
+
+# ---------------------------------------------------------------------------
+# Optimizer and schedule
+# ---------------------------------------------------------------------------
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Decay on weight matrices and embeddings; none on LayerNorm and biases."""
+    decay, no_decay, seen = [], [], set()
+    for name, p in model.named_parameters():
+        if not p.requires_grad or id(p) in seen:
+            continue
+        seen.add(id(p))
+        (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+
+
+def lr_factor(step: int, warmup: int, total: int) -> float:
+    """Linear warmup to 1 over ``warmup`` steps, then linear decay to 0 at ``total``."""
+    if warmup > 0 and step < warmup:
+        return (step + 1) / warmup
+    if total <= warmup:
+        return 1.0
+    return max(0.0, (total - step) / (total - warmup))
+
+
+# ---------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------
+
+
+def _mix_seed(*parts: int) -> int:
+    """A 63-bit seed from integers (splitmix-style, platform independent)."""
+    x = 0x9E3779B97F4A7C15
+    for p in parts:
+        x = (x ^ (int(p) & 0xFFFF_FFFF_FFFF_FFFF)) * 0xBF58476D1CE4E5B9 & 0xFFFF_FFFF_FFFF_FFFF
+        x ^= x >> 31
+    return x & 0x7FFF_FFFF_FFFF_FFFF
+
+
+class _Stop:
+    """Set by SIGTERM/SIGINT; the loop checkpoints and exits at the next step boundary."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> _Stop:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(ValueError):  # not in the main thread
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        if self.signal is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # a second Ctrl-C means now
+        self.signal = signum
+
+    def __exit__(self, *exc) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+class MetricsLog:
+    """``metrics.jsonl`` (+ TensorBoard) written by rank 0 only."""
+
+    def __init__(self, out: Path, resume_step: int, tensorboard: bool) -> None:
+        self.path = out / "metrics.jsonl"
+        if self.path.exists():  # drop records the resumed run will redo
+            kept = [
+                line
+                for line in self.path.read_text(encoding="utf-8").splitlines()
+                if line.strip() and _record_step(line) <= resume_step
+            ]
+            tmp = self.path.with_suffix(".jsonl.tmp")
+            tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+            os.replace(tmp, self.path)
+        self.file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        self.tb = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.tb = SummaryWriter(str(out / "tensorboard"), purge_step=resume_step + 1)
+            except ImportError:
+                self.tb = None
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.file.write(json.dumps(record) + "\n")
+        self.file.flush()
+        if self.tb is not None:
+            for k, v in record.items():
+                if k != "step" and isinstance(v, int | float):
+                    self.tb.add_scalar(k, v, record["step"])
+
+    def close(self) -> None:
+        self.file.close()
+        if self.tb is not None:
+            self.tb.close()
+
+
+def _record_step(line: str) -> int:
+    try:
+        return int(json.loads(line).get("step", 0))
+    except (json.JSONDecodeError, AttributeError, ValueError):
+        return 1 << 62  # a torn last line: drop it
+
+
+@dataclass
+class Trainer:
+    """One pre-training run; :meth:`fit` runs it to the end."""
+
+    cfg: PretrainConfig
+    resume: bool = False
+
+    def fit(self) -> dict[str, Any]:
+        from electra.data import BlockLoader, open_blocks  # heavy imports kept local
+
+        cfg = self.cfg
+        self.env = env = setup_distributed(cfg.run.device)
+        if cfg.run.threads > 0:
+            torch.set_num_threads(cfg.run.threads)
+        if not cfg.data.blocks:
+            raise ConfigError("data.blocks: no blocks directory given (run `electra prepare`)")
+        train = open_blocks(cfg.data.blocks, "train")
+        try:
+            val = open_blocks(cfg.data.blocks, "validation")
+        except (FileNotFoundError, ValueError, KeyError):
+            val = None
+        self.blocks_dir = Path(cfg.data.blocks)
+        model_cfg = resolve_model(cfg, train.vocab_size, "config")
+        micro = self._micro_batch(env.world)
+        out = Path(cfg.run.output_dir)
+        self.out = out
+        resolved = self._resolved(model_cfg, train)
+
+        torch.manual_seed(_mix_seed(cfg.run.seed, 0x1417))  # the same initial weights on every rank
+        model = ElectraForPretraining(model_cfg, cfg.objective, train.special).to(env.device)
+        step, position, planned = 0, 0, cfg.optim.max_steps
+        state = None
+        if self.resume:
+            found = _find_resume(out)
+            if found is not None:
+                model_state, state, _ = ckpt.load(found.path)
+                ckpt.load_model_state(model, model_state, str(found.path / "model.safetensors"))
+                step, position = int(state["step"]), int(state["position"])
+                if env.main:
+                    print(f"resuming from {found.path} (step {step})", file=sys.stderr)
+            elif env.main:
+                print(f"no checkpoint in {out}; starting from scratch", file=sys.stderr)
+        elif (out / "checkpoints").is_dir() and ckpt.step_dirs(out / "checkpoints"):
+            raise ConfigError(
+                f"{out} already holds checkpoints; pass --resume to continue it or choose "
+                "another run.output_dir"
+            )
+        wrapped = self._wrap(model, env)
+        opt = torch.optim.AdamW(
+            parameter_groups(model, cfg.optim.weight_decay),
+            lr=cfg.optim.learning_rate,
+            betas=(cfg.optim.adam_beta1, cfg.optim.adam_beta2),
+            eps=cfg.optim.adam_eps,
+            fused=env.device.type == "cuda",
+        )
+        if state is not None:
+            _load_optimizer(model, opt, state["optimizer"])
+
+        if env.main:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "config.json").write_text(json.dumps(resolved, indent=2) + "\n")
+        log = MetricsLog(out, step, cfg.run.tensorboard) if env.main else None
+        loader = BlockLoader(
+            train, micro, seed=cfg.run.seed, rank=env.rank, world_size=env.world, position=position
+        )
+        flops_step = paper_train_flops_per_step(
+            model_cfg,
+            cfg.optim.batch_size,
+            train.block_length,
+            cfg.objective.objective,
+            cfg.objective.generator_size,
+            cfg.objective.mask_prob,
+        )
+        if cfg.run.max_flops > 0:
+            planned = min(planned, int(cfg.run.max_flops // flops_step))
+        self.model, self.wrapped, self.opt, self.loader = model, wrapped, opt, loader
+        self.flops_step, self.planned, self.micro = flops_step, planned, micro
+        self.train_blocks, self.val = train, val
+        self.resolved = resolved
+        try:
+            return self._loop(step, log)
+        finally:
+            if log is not None:
+                log.close()
+            loader.close()
+
+    # -- pieces ------------------------------------------------------------------------------
+
+    def _micro_batch(self, world: int) -> int:
+        o = self.cfg.optim
+        per = world * o.grad_accum
+        if o.batch_size % per:
+            raise ConfigError(
+                f"optim.batch_size ({o.batch_size}) must be divisible by world size ({world}) "
+                f"x optim.grad_accum ({o.grad_accum})"
+            )
+        return o.batch_size // per
+
+    def _resolved(self, model_cfg: ElectraConfig, blocks) -> dict[str, Any]:
+        d = to_dict(self.cfg)
+        d["model"] = to_dict(model_cfg)
+        d["model"]["preset"] = self.cfg.model.get("preset", "small")
+        if self.cfg.objective.objective == "rtd":
+            d["generator"] = to_dict(generator_config(model_cfg, self.cfg.objective.generator_size))
+        d["data"]["block_length"] = blocks.block_length
+        d["data"]["special_ids"] = dataclasses.asdict(blocks.special)
+        return d
+
+    def _wrap(self, model: ElectraForPretraining, env: Dist) -> nn.Module:
+        if self.cfg.run.compile:
+            for part in (model.generator, model.discriminator):
+                if part is not None:
+                    part.electra.encoder.compile()
+        if env.world == 1:
+            return model
+        if self.cfg.run.fsdp:
+            from torch.distributed.fsdp import fully_shard
+
+            for part in (model.generator, model.discriminator):
+                if part is not None:
+                    for layer in part.electra.encoder.layer:
+                        fully_shard(layer)
+            fully_shard(model)
+            return model
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        ids = [env.device.index] if env.device.type == "cuda" else None
+        return DDP(model, device_ids=ids)
+
+    def _autocast(self):
+        p = self.cfg.run.precision
+        if p == "fp32":
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if p == "bf16" else torch.float16
+        return torch.autocast(self.env.device.type, dtype=dtype)
+
+    def _forward(self, batch: dict[str, torch.Tensor], first_index: int):
+        dev = self.env.device
+        ids = batch["input_ids"].to(dev, non_blocking=True)
+        mask = batch["attention_mask"].to(dev, non_blocking=True)
+        types = batch["token_type_ids"].to(dev, non_blocking=True)
+        seeds = SampleRNG.seeds_for(self.cfg.run.seed, range(first_index, first_index + len(ids)))
+        with self._autocast():
+            return self.wrapped(ids, mask, types, rng=SampleRNG(seeds, dev))
+
+    def _train_step(self, step: int, scaler) -> dict[str, float]:
+        cfg, env = self.cfg, self.env
+        torch.manual_seed(_mix_seed(cfg.run.seed, step, env.rank))  # dropout, reproducibly
+        accum = cfg.optim.grad_accum
+        sums: dict[str, float] = {}
+        tokens = 0
+        for i in range(accum):
+            start = self.loader.position + env.rank * self.micro  # this rank's first block
+            batch = next(self.loader)
+            sync = i == accum - 1
+            ctx = (
+                self.wrapped.no_sync()
+                if not sync and hasattr(self.wrapped, "no_sync")
+                else contextlib.nullcontext()
+            )
+            with ctx:
+                out = self._forward(batch, start)
+                loss = out.loss / accum
+                (scaler.scale(loss) if scaler else loss).backward()
+            for k, v in out.scalars().items():
+                sums[k] = sums.get(k, 0.0) + v / accum
+            tokens += int(batch["attention_mask"].sum())
+        if scaler:
+            scaler.unscale_(self.opt)
+        grad_norm = self._clip()
+        if scaler:
+            scaler.step(self.opt)
+            scaler.update()
+        else:
+            self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        sums["grad_norm"] = grad_norm
+        sums["tokens"] = tokens
+        return sums
+
+    def _clip(self) -> float:
+        clip = self.cfg.optim.grad_clip
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
+        if hasattr(norm, "full_tensor"):  # DTensor under FSDP
+            norm = norm.full_tensor()
+        return float(norm)
+
+    def _set_lr(self, step: int) -> float:
+        o = self.cfg.optim
+        lr = o.learning_rate * lr_factor(step, o.warmup_steps, self.planned)
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        return lr
+
+    def _reduce(self, values: dict[str, float]) -> dict[str, float]:
+        """Average metrics over ranks (token counts summed)."""
+        if not dist.is_initialized():
+            return values
+        keys = sorted(values)
+        t = torch.tensor([values[k] for k in keys], dtype=torch.float64, device=self.env.device)
+        _all_reduce(t)
+        out = dict(zip(keys, t.tolist(), strict=True))
+        for k in keys:
+            if k != "tokens":
+                out[k] /= self.env.world
+        return out
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Validation metrics on fixed blocks with fixed masking (comparable across steps)."""
+        from electra.data import batch_indices
+
+        if self.val is None or len(self.val) == 0:
+            return {}
+        self.model.eval()
+        sums: dict[str, float] = {}
+        n = 0
+        seed = self.cfg.run.seed + 1_000_003
+        for b in range(self.cfg.run.eval_batches):
+            pos = b * self.micro * self.env.world
+            if pos >= len(self.val):
+                break
+            idx = batch_indices(len(self.val), seed, pos, self.micro, self.env.rank, self.env.world)
+            ids, types = self.val.get(idx)
+            ids_t = torch.from_numpy(ids)
+            batch = {
+                "input_ids": ids_t,
+                "token_type_ids": torch.from_numpy(types),
+                "attention_mask": (ids_t != self.val.special.pad).long(),
+            }
+            out = self._forward(batch, 1 << 40 | (pos + self.env.rank * self.micro))
+            for k, v in out.scalars().items():
+                sums[k] = sums.get(k, 0.0) + v
+            n += 1
+        self.model.train()
+        if n == 0:
+            return {}
+        return {f"val/{k}": v for k, v in self._reduce({k: v / n for k, v in sums.items()}).items()}
+
+    def _state_dicts(self) -> tuple[dict, dict]:
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_model_state_dict,
+            get_optimizer_state_dict,
+        )
+
+        opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        m = get_model_state_dict(self.model, options=opts)
+        o = get_optimizer_state_dict(self.model, self.opt, options=opts)
+        return m, o
+
+    def save(self, step: int) -> Path | None:
+        model_state, opt_state = self._state_dicts()  # collective under FSDP
+        path = None
+        if self.env.main:
+            train_state = {
+                "step": step,
+                "position": self.loader.position,
+                "planned_steps": self.planned,
+                "optimizer": opt_state,
+                "world_size": self.env.world,
+            }
+            aliases = ckpt.alias_names(self.model)
+            path = ckpt.save(
+                self.out / "checkpoints",
+                step,
+                ckpt.dedupe_state(model_state, aliases),
+                train_state,
+                self.resolved,
+                self.cfg.run.keep_last,
+            )
+        if dist.is_initialized():
+            dist.barrier()
+        return path
+
+    def _loop(self, step: int, log: MetricsLog | None) -> dict[str, Any]:
+        cfg, env = self.cfg, self.env
+        scaler = (
+            torch.amp.GradScaler(env.device.type)
+            if cfg.run.precision == "fp16" and env.device.type == "cuda"
+            else None
+        )
+        bar = None
+        if env.main and cfg.run.progress:
+            from tqdm import tqdm
+
+            bar = tqdm(
+                total=self.planned, initial=step, desc="pretrain", unit="step", dynamic_ncols=True
+            )
+        self.model.train()
+        t0 = time.time()
+        last_save = time.time()
+        window_t, window_tokens = time.time(), 0
+        last: dict[str, float] = {}
+        stop_reason = "max_steps"
+        with _Stop() as stop:
+            while step < self.planned:
+                lr = self._set_lr(step)
+                metrics = self._train_step(step, scaler)
+                step += 1
+                window_tokens += metrics["tokens"]
+                if step % cfg.run.log_every == 0 or step == self.planned:
+                    metrics = self._reduce(metrics)
+                    dt = max(time.time() - window_t, 1e-9)
+                    tok_s = window_tokens * (env.world if dist.is_initialized() else 1) / dt
+                    record = {
+                        "step": step,
+                        **{k: v for k, v in metrics.items() if k != "tokens"},
+                        "lr": lr,
+                        "tokens_per_s": tok_s,
+                        "tokens_seen": step * cfg.optim.batch_size * self.train_blocks.block_length,
+                        "train_flops": step * self.flops_step,
+                        "elapsed_s": time.time() - t0,
+                    }
+                    last = record
+                    window_t, window_tokens = time.time(), 0
+                    if log is not None:
+                        log.write(record)
+                    if bar is not None:
+                        bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{tok_s:.0f}")
+                if cfg.run.eval_every and step % cfg.run.eval_every == 0:
+                    ev = self.evaluate()
+                    if ev and log is not None:
+                        log.write({"step": step, **ev})
+                if bar is not None:
+                    bar.update(1)
+                flag = torch.tensor([stop.signal or 0], device=env.device)
+                stop_now = int(_all_reduce(flag, dist.ReduceOp.MAX).item())
+                timed_out = cfg.run.max_minutes > 0 and time.time() - t0 > cfg.run.max_minutes * 60
+                if stop_now or timed_out:
+                    stop_reason = "signal" if stop_now else "max_minutes"
+                    break
+                due = step % cfg.run.save_every == 0 or (
+                    time.time() - last_save > cfg.run.save_every_minutes * 60
+                )
+                if due and step < self.planned:
+                    self.save(step)
+                    last_save = time.time()
+        if bar is not None:
+            bar.close()
+        path = self.save(step)
+        summary = {
+            "stopped": stop_reason,
+            "step": step,
+            "tokens": step * cfg.optim.batch_size * self.train_blocks.block_length,
+            "train_flops": step * self.flops_step,
+            "elapsed_s": time.time() - t0,
+            "checkpoint": str(path) if path else None,
+            **{k: last[k] for k in ("loss", "mlm_loss", "disc_loss") if k in last},
+        }
+        if stop_reason != "signal" and cfg.run.eval_every:
+            summary.update(self.evaluate())
+        if env.main and cfg.run.export and stop_reason != "signal":
+            exported = export_run(path, self.out / "hf")
+            summary["exported"] = {k: str(v) for k, v in exported.items()}
+        if env.main:
+            (self.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+            print(one_line_summary(summary), file=sys.stderr)
+            if stop_reason == "signal":
+                print(f"stopped by signal at step {step}; continue with --resume", file=sys.stderr)
+        return summary
+
+
+def _find_resume(out: Path) -> ckpt.Checkpoint | None:
+    return ckpt.latest_valid(out / "checkpoints")
+
+
+def _load_optimizer(model: nn.Module, opt: torch.optim.Optimizer, state: dict) -> None:
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+    set_optimizer_state_dict(
+        model,
+        opt,
+        state,
+        options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=False),
+    )
+
+
+def one_line_summary(s: dict[str, Any]) -> str:
+    losses = " ".join(
+        f"{k}={s[k]:.4f}" for k in ("loss", "mlm_loss", "disc_loss", "val/loss") if k in s
+    )
+    return (
+        f"done: {s['step']} steps, {s['tokens'] / 1e6:.2f}M tokens, "
+        f"{s['train_flops']:.3g} FLOPs, {s['elapsed_s'] / 60:.1f} min, {losses}"
+        + (
+            f" -> {s['exported'].get('discriminator') or s['exported'].get('generator')}"
+            if s.get("exported")
+            else ""
+        )
+    )
+
+
+# ---------------------------------------------------------------------------
+# Export
+# ---------------------------------------------------------------------------
+
+
+def export_run(
+    checkpoint_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str]
+) -> dict[str, Path]:
+    """HF directories ``OUT/discriminator`` (RTD) and ``OUT/generator`` from a checkpoint.
+
+    ``checkpoint_dir`` may be a run directory, its ``checkpoints/`` or one
+    ``step-N`` directory; the tokenizer files come from the blocks directory
+    the run was trained on.
+    """
+    from electra.hf import export_discriminator, export_generator
+    from electra.pretraining import SpecialIds
+
+    path = ckpt.resolve(checkpoint_dir)
+    model_state, _, config = ckpt.load(path)
+    source = str(path / "config.json")
+    model_cfg = from_dict(
+        ElectraConfig, {k: v for k, v in config["model"].items() if k != "preset"}, source
+    )
+    objective = from_dict(ObjectiveConfig, config["objective"], source)
+    special = SpecialIds(**config["data"]["special_ids"])
+    model = ElectraForPretraining(model_cfg, objective, special)
+    ckpt.load_model_state(model, model_state, str(path / "model.safetensors"))
+    blocks = Path(config["data"]["blocks"])
+    tok_dir = blocks if (blocks / "vocab.txt").is_file() else None
+    out = Path(out_dir)
+    done = {}
+    if model.discriminator is not None:
+        done["discriminator"] = export_discriminator(
+            model.discriminator, out / "discriminator", tok_dir
+        )
+    done["generator"] = export_generator(model.generator, out / "generator", tok_dir)
+    return done
+
+
+# ---------------------------------------------------------------------------
+# CLI
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class PretrainCommand:
+    """Pre-train an ELECTRA discriminator (or an MLM baseline) over prepared blocks."""
+
+    config: str | None = field(
+        default=None,
+        metadata={"doc": "TOML file or built-in name (small, base, large, cpu, tiny)."},
+    )
+    set: list[str] = field(
+        default_factory=list, metadata={"doc": "Overrides such as optim.learning_rate=3e-4."}
+    )
+    data: str | None = field(default=None, metadata={"doc": "Blocks directory (data.blocks)."})
+    output: str | None = field(
+        default=None, metadata={"doc": "Run directory (run.output_dir).", "short": "-o"}
+    )
+    objective: str | None = field(default=None, metadata={"doc": "rtd or mlm."})
+    resume: bool = field(default=False, metadata={"doc": "Continue from the last checkpoint."})
+
+
+def pretrain_cli(cmd: PretrainCommand) -> int:
+    """Pre-train over blocks from `electra prepare`; --resume continues a run exactly.
+
+    Data parallel: torchrun --nproc_per_node N -m electra.cli pretrain ...
+    """
+    overrides = list(cmd.set)
+    if cmd.data:
+        overrides.append(f"data.blocks={json.dumps(cmd.data)}")
+    if cmd.output:
+        overrides.append(f"run.output_dir={json.dumps(cmd.output)}")
+    if cmd.objective:
+        overrides.append(f"objective.objective={json.dumps(cmd.objective)}")
+    cfg = load_config(cmd.config, overrides)
+    summary = Trainer(cfg, resume=cmd.resume).fit()
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    return 0 if summary else 1
+
+
+@dataclass
+class ExportCommand:
+    """Export a pre-training checkpoint as Hugging Face directories."""
+
+    run: str = field(
+        metadata={
+            "doc": "Run directory, its checkpoints/ or one step-N directory.",
+            "positional": True,
+        }
+    )
+    output: str | None = field(
+        default=None, metadata={"doc": "Where to write (default: RUN/hf).", "short": "-o"}
+    )
+
+
+def export_cli(cmd: ExportCommand) -> int:
+    """Write discriminator/ and generator/ HF directories (with tokenizer) from a checkpoint."""
+    path = ckpt.resolve(cmd.run)
+    out = Path(cmd.output) if cmd.output else path.parent.parent / "hf"
+    for name, d in export_run(path, out).items():
+        print(f"{name}: {d}")
+    return 0
+
+
+__all__ = [
+    "PretrainConfig",
+    "OptimConfig",
+    "RunConfig",
+    "DataConfig",
+    "Trainer",
+    "load_config",
+    "lr_factor",
+    "parameter_groups",
+    "export_run",
+]
