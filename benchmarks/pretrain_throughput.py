@@ -179,7 +179,25 @@ def run(args, dtype_name: str) -> dict:
     }
 
 
+def use_tcmalloc() -> str:
+    """Re-run this script with tcmalloc preloaded when installed (as `electra pretrain` does)."""
+    import os
+    import sys
+
+    from electra.cli import find_tcmalloc
+
+    if "tcmalloc" in os.environ.get("LD_PRELOAD", ""):
+        return "tcmalloc"
+    lib = find_tcmalloc()
+    if lib is None or "--no-tcmalloc" in sys.argv:
+        return "default"
+    env = dict(os.environ, LD_PRELOAD=lib)
+    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+    return "unreachable"
+
+
 def main() -> None:
+    allocator = use_tcmalloc()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--preset", default="small")
     p.add_argument("--batch", type=int, default=32)
@@ -191,9 +209,11 @@ def main() -> None:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--ref-attn", default="sdpa", help="transformers attn_implementation")
     p.add_argument("--json", action="store_true", help="print one JSON object per dtype")
+    p.add_argument("--no-tcmalloc", action="store_true", help="keep the default allocator")
     args = p.parse_args()
     for dt in ["bf16", "fp32"] if args.dtype == "both" else [args.dtype]:
         r = run(args, dt)
+        r["allocator"] = allocator
         if args.json:
             print(json.dumps(r))
             continue
@@ -202,7 +222,8 @@ def main() -> None:
             f"gen {r['generator_size']:.2f}: ours {r['ours_tokens_per_s']:.0f} tok/s, "
             f"reference {r['reference_tokens_per_s']:.0f} tok/s, ratio {r['ratio']:.2f}x, "
             f"MFU ours {100 * r['ours_mfu']:.1f}% / reference {100 * r['reference_mfu']:.1f}% "
-            f"(peak {r['matmul_peak_gflops']:.0f} GFLOP/s)"
+            f"(peak {r['matmul_peak_gflops']:.0f} GFLOP/s, {r['threads']} threads, "
+            f"{r['allocator']} allocator)"
         )
 
 
