@@ -728,16 +728,10 @@ def one_line_summary(s: dict[str, Any]) -> str:
 # ---------------------------------------------------------------------------
 
 
-def export_run(
-    checkpoint_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str]
-) -> dict[str, Path]:
-    """HF directories ``OUT/discriminator`` (RTD) and ``OUT/generator`` from a checkpoint.
-
-    ``checkpoint_dir`` may be a run directory, its ``checkpoints/`` or one
-    ``step-N`` directory; the tokenizer files come from the blocks directory
-    the run was trained on.
-    """
-    from electra.hf import export_discriminator, export_generator
+def load_run_model(
+    checkpoint_dir: str | os.PathLike[str],
+) -> tuple[ElectraForPretraining, dict[str, Any], Path]:
+    """(model, resolved config, checkpoint path) from a run or checkpoint directory."""
     from electra.pretraining import SpecialIds
 
     path = ckpt.resolve(checkpoint_dir)
@@ -750,6 +744,21 @@ def export_run(
     special = SpecialIds(**config["data"]["special_ids"])
     model = ElectraForPretraining(model_cfg, objective, special)
     ckpt.load_model_state(model, model_state, str(path / "model.safetensors"))
+    return model, config, path
+
+
+def export_run(
+    checkpoint_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str]
+) -> dict[str, Path]:
+    """HF directories ``OUT/discriminator`` (RTD) and ``OUT/generator`` from a checkpoint.
+
+    ``checkpoint_dir`` may be a run directory, its ``checkpoints/`` or one
+    ``step-N`` directory; the tokenizer files come from the blocks directory
+    the run was trained on.
+    """
+    from electra.hf import export_discriminator, export_generator
+
+    model, config, _ = load_run_model(checkpoint_dir)
     blocks = Path(config["data"]["blocks"])
     tok_dir = blocks if (blocks / "vocab.txt").is_file() else None
     out = Path(out_dir)
