@@ -1,0 +1,328 @@
+"""End to end on a tiny model and slices of the real data: train, score, predict, reload.
+
+One test per task family (classification, regression, tagging, QA), each
+checking that the loss goes down, the scores are sane, the saved directory
+reloads with identical predictions, and ``transformers`` loads it as the
+right ``ElectraFor...`` class with the same outputs. Plus the KoELECTRA path
+of the seed through the real command line, and clean CLI errors.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from finetune_fixtures import (  # noqa: F401
+    DATA,
+    KO_VOCAB,
+    cli,
+    cli_env,
+    en_model,
+    en_tokenizer_dir,
+    ko_model,
+    one_thread,
+    read_jsonl,
+    write_tokenizer_dir,
+)
+
+from electra.cli import main
+from electra.finetune.modeling import load_finetuned
+from electra.finetune.run import PredictArgs, predict
+
+transformers = pytest.importorskip("transformers")
+
+QUICK = ["--learning-rate", "1e-3", "--batch-size", "16", "--no-progress", "--device", "cpu"]
+
+
+def finetune(model: Path, out: Path, *args: str) -> dict:
+    code = main(["finetune", "--model", str(model), "-o", str(out), *QUICK, *args])
+    assert code == 0
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert results["complete"] is True
+    for run in results["seeds"]:  # it trains: the loss goes down
+        assert run["history"][-1]["train_loss"] < run["history"][0]["train_loss"]
+    return results
+
+
+def ours_vs_transformers(model_dir: Path, cls_name: str, texts: list, pair: bool = False) -> None:
+    """Same logits from our loader and from ``transformers`` (fp32, eval mode)."""
+    ft = load_finetuned(model_dir)
+    ref = getattr(transformers, cls_name).from_pretrained(model_dir).eval()
+    tok = ft.tokenizer
+    encs = tok.encode_batch([tuple(t) for t in texts] if pair else texts)
+    width = max(len(e.ids) for e in encs)
+    ids = torch.zeros(len(encs), width, dtype=torch.long)
+    types = torch.zeros_like(ids)
+    mask = torch.zeros_like(ids)
+    for i, e in enumerate(encs):
+        ids[i, : len(e.ids)] = torch.tensor(e.ids)
+        types[i, : len(e.ids)] = torch.tensor(e.type_ids)
+        mask[i, : len(e.ids)] = 1
+    with torch.no_grad():
+        ours = ft.model(ids, mask, types)
+        out = ref(input_ids=ids, attention_mask=mask, token_type_ids=types)
+    if cls_name == "ElectraForQuestionAnswering":
+        theirs = torch.stack([out.start_logits, out.end_logits], dim=-1)
+        ours, theirs = ours[mask.bool()], theirs[mask.bool()]
+    elif cls_name == "ElectraForTokenClassification":
+        theirs = out.logits
+        ours, theirs = ours[mask.bool()], theirs[mask.bool()]
+    else:
+        theirs = out.logits
+    assert ours.shape == theirs.shape
+    assert (ours - theirs).abs().max().item() <= 1e-5
+    cfg = json.loads((model_dir / "config.json").read_text())
+    assert cfg["architectures"] == [cls_name]
+    if cls_name in ("ElectraForSequenceClassification", "ElectraForTokenClassification"):
+        assert ref.config.num_labels == ours.shape[-1]
+        if ft.info.labels:
+            assert [ref.config.id2label[i] for i in range(len(ft.info.labels))] == ft.info.labels
+
+
+def test_classification_nsmc(ko_model: Path, tmp_path: Path, one_thread: None) -> None:  # noqa: F811
+    out = tmp_path / "nsmc"
+    res = finetune(
+        ko_model, out, "--task", "nsmc", "--seeds", "1", "2", "--epochs", "2",
+        "--max-train-examples", "160", "--max-eval-examples", "64", "--max-length", "48",
+    )  # fmt: skip
+    # the results file records task, model, recipe, seeds and scores
+    assert res["task"]["name"] == "nsmc" and res["task"]["labels"] == ["negative", "positive"]
+    assert res["task"]["splits"]["train"]["examples"] == 160
+    assert "5-8 dropped" in res["task"]["source"]
+    assert res["model"]["num_hidden_layers"] == 2
+    r = res["recipe"]
+    assert (r["size"], r["layer_decay"], r["warmup_fraction"], r["weight_decay"]) == (
+        "small", 0.8, 0.1, 0.0,
+    )  # fmt: skip
+    assert r["learning_rate"] == 1e-3 and r["seeds"] == [1, 2] and r["main_metric"] == "accuracy"
+    assert [s["seed"] for s in res["seeds"]] == [1, 2]
+    acc = res["summary"]["test"]["accuracy"]
+    assert acc["n"] == 2 and 0.0 <= acc["min"] <= acc["median"] <= acc["max"] <= 1.0
+    tests = [s["test"]["accuracy"] for s in res["seeds"]]
+    assert acc["mean"] == pytest.approx(sum(tests) / 2)
+    assert acc["std"] == pytest.approx(float(np.std(tests, ddof=1)))
+    for s in res["seeds"]:
+        assert 1 <= s["best_epoch"] <= 2 and len(s["history"]) == 2
+        best = max(s["history"], key=lambda h: h["dev"]["accuracy"])
+        assert s["dev"] == best["dev"]  # selected on the dev metric
+    assert {"torch", "python"} <= set(res["versions"]) and res["timings"]["total_seconds"] > 0
+
+    # the model directory: HF files + electra_task.json, best seed chosen on dev
+    model = out / "model"
+    info = json.loads((model / "electra_task.json").read_text(encoding="utf-8"))
+    assert info["task"] == "nsmc" and info["seed"] == res["best_seed"]
+    assert info["features"]["max_length"] == 48 and info["source_model"] == str(ko_model.resolve())
+    assert (model / "vocab.txt").is_file() and (model / "model.safetensors").is_file()
+
+    # electra evaluate needs only --model, and reproduces the test score of that seed
+    assert main(["evaluate", "--model", str(model), "--max-eval-examples", "64",
+                 "--no-progress", "--device", "cpu"]) == 0  # fmt: skip
+    ev = json.loads((model / "eval-test.json").read_text(encoding="utf-8"))
+    best = next(s for s in res["seeds"] if s["seed"] == res["best_seed"])
+    assert ev["scores"] == best["test"] and ev["examples"] == 64
+
+    # electra predict: JSON Lines with labels and probabilities; reloading gives the same
+    inp = tmp_path / "reviews.txt"
+    inp.write_text("정말 재미있어요 최고\n시간 낭비 최악의 영화\n\n그냥 그래요\n", encoding="utf-8")
+    outs = []
+    for k in range(2):
+        p = predict(PredictArgs(model=str(model), input=str(inp),
+                                output=str(tmp_path / f"p{k}.jsonl"), progress=False))  # fmt: skip
+        outs.append(read_jsonl(Path(p["output"])))
+    assert outs[0] == outs[1] and len(outs[0]) == 3
+    for rec in outs[0]:
+        assert rec["label"] in ("negative", "positive")
+        assert sum(rec["probabilities"].values()) == pytest.approx(1.0, abs=1e-5)
+        assert rec["label"] == max(rec["probabilities"], key=rec["probabilities"].get)
+    ours_vs_transformers(model, "ElectraForSequenceClassification", ["정말 재미있어요", "최악"])
+
+
+def test_regression_korsts_pairs_select_by_loss(
+    ko_model: Path,  # noqa: F811
+    tmp_path: Path,
+    one_thread: None,  # noqa: F811
+) -> None:
+    out = tmp_path / "sts"
+    res = finetune(
+        ko_model, out, "--task", "korsts", "--epochs", "3", "--select-by", "loss",
+        "--max-train-examples", "160", "--max-eval-examples", "48", "--max-length", "64",
+    )  # fmt: skip
+    run = res["seeds"][0]
+    best = min(run["history"], key=lambda h: h["dev_loss"])
+    assert run["best_epoch"] == best["epoch"]  # selected on the dev loss
+    assert res["recipe"]["epochs"] == 3 and res["task"]["main_metric"] == "spearman"
+    for split in ("dev", "test"):
+        for m in ("pearson", "spearman"):
+            assert -1.0 <= res["summary"][split][m]["median"] <= 1.0
+    inp = tmp_path / "pairs.tsv"
+    inp.write_text("sentence1\tsentence2\n한 남자가 춤을 춘다.\t남자가 춤추고 있다.\n", "utf-8")
+    p = predict(PredictArgs(model=str(out / "model"), input=str(inp),
+                            text_column="sentence1", text_pair_column="sentence2",
+                            output=str(tmp_path / "s.jsonl"), progress=False))  # fmt: skip
+    (rec,) = read_jsonl(Path(p["output"]))
+    assert isinstance(rec["score"], float) and rec["text_pair"] == "남자가 춤추고 있다."
+    ours_vs_transformers(
+        out / "model", "ElectraForSequenceClassification",
+        [("한 남자가 춤을 춘다.", "남자가 춤추고 있다."), ("고양이", "개")], pair=True,
+    )  # fmt: skip
+    cfg = json.loads((out / "model" / "config.json").read_text())
+    assert cfg["problem_type"] == "regression" and cfg["num_labels"] == 1
+
+
+@pytest.mark.parametrize("task", ["klue-ner", "wnut17"])
+def test_tagging(
+    task: str,
+    ko_model: Path,  # noqa: F811
+    en_model: Path,  # noqa: F811
+    tmp_path: Path,
+    one_thread: None,  # noqa: F811
+) -> None:
+    model_in = ko_model if task == "klue-ner" else en_model
+    out = tmp_path / task
+    res = finetune(
+        model_in, out, "--task", task, "--epochs", "2", "--learning-rate", "2e-3",
+        "--max-train-examples", "160", "--max-eval-examples", "48", "--max-length", "64",
+    )  # fmt: skip
+    level = "char" if task == "klue-ner" else "word"
+    assert res["task"]["tagging_level"] == level
+    assert 0.5 < res["task"]["oracle_f1_dev"] <= 1.0
+    for m in ("f1", "precision", "recall"):
+        assert 0.0 <= res["summary"]["test"][m]["median"] <= 1.0
+    text = "경찰은 서울에서 김철수 씨를 만났다." if level == "char" else "I love New York City"
+    inp = tmp_path / "in.txt"
+    inp.write_text(text + "\n", encoding="utf-8")
+    recs = [
+        read_jsonl(Path(predict(PredictArgs(model=str(out / "model"), input=str(inp),
+                   output=str(tmp_path / f"t{k}.jsonl"), progress=False))["output"]))
+        for k in range(2)
+    ]  # fmt: skip
+    assert recs[0] == recs[1]
+    (rec,) = recs[0]
+    assert rec["tokens"] == (list(text) if level == "char" else text.split())
+    assert len(rec["tags"]) == len(rec["tokens"])
+    for ent in rec["entities"]:
+        assert text[ent["start"] : ent["end"]] == ent["text"]
+    ours_vs_transformers(out / "model", "ElectraForTokenClassification", [text, text[:5]])
+
+
+def test_qa_korquad(ko_model: Path, tmp_path: Path, one_thread: None) -> None:  # noqa: F811
+    out = tmp_path / "qa"
+    res = finetune(
+        ko_model, out, "--task", "korquad", "--epochs", "2", "--max-length", "96",
+        "--doc-stride", "32", "--max-query-length", "24",
+        "--max-train-examples", "64", "--max-eval-examples", "24",
+    )  # fmt: skip
+    splits = res["task"]["splits"]
+    assert splits["train"]["features"] > splits["train"]["examples"]  # long contexts: windows
+    assert res["recipe"]["doc_stride"] == 32 and res["task"]["main_metric"] == "f1"
+    for m in ("exact_match", "f1"):
+        assert 0.0 <= res["summary"]["test"][m]["median"] <= 1.0
+    model = out / "model"
+    info = json.loads((model / "electra_task.json").read_text(encoding="utf-8"))
+    assert info["qa_style"] == "korquad" and info["features"]["doc_stride"] == 32
+    context = "임종석은 1989년 2월 15일 여의도 농민 폭력 시위를 주도한 혐의로 지명수배되었다."
+    inp = tmp_path / "q.jsonl"
+    inp.write_text(
+        json.dumps({"id": "a1", "question": "임종석이 지명수배된 날은?", "context": context},
+                   ensure_ascii=False) + "\n", encoding="utf-8",
+    )  # fmt: skip
+    recs = [
+        read_jsonl(Path(predict(PredictArgs(model=str(model), input=str(inp),
+                   output=str(tmp_path / f"q{k}.jsonl"), progress=False))["output"]))
+        for k in range(2)
+    ]  # fmt: skip
+    assert recs[0] == recs[1]
+    (rec,) = recs[0]
+    assert rec["id"] == "a1" and context[rec["start"] : rec["end"]] == rec["answer"]
+    assert 0.0 < rec["score"] <= 1.0
+    ours_vs_transformers(
+        model, "ElectraForQuestionAnswering", [("지명수배된 날은?", context)], pair=True
+    )
+
+
+def test_hf_directory_fine_tunes_through_the_cli(tmp_path: Path) -> None:
+    """The seed's KoELECTRA path: a transformers-saved model, our CLI, no transformers code."""
+    cfg = transformers.ElectraConfig(
+        vocab_size=32200, embedding_size=32, hidden_size=64, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=128, max_position_embeddings=128,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    hf_dir = tmp_path / "koelectra-like"
+    transformers.ElectraForPreTraining(cfg).save_pretrained(hf_dir)
+    write_tokenizer_dir(hf_dir, KO_VOCAB, lowercase=False)
+    out = tmp_path / "out"
+    run = subprocess.run(
+        cli("finetune", "--task", "nsmc", "--model", str(hf_dir), "-o", str(out),
+            "--max-train-examples", "96", "--max-eval-examples", "32", "--epochs", "1",
+            "--max-length", "32", "--learning-rate", "1e-3", "--no-progress"),
+        env=cli_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "nsmc: 1 seed" in run.stdout and "accuracy" in run.stdout
+    res = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert res["model"]["architectures"] == ["ElectraForPreTraining"]
+    inp = tmp_path / "r.csv"
+    inp.write_text("text,label\n재미있다,positive\n지루하다,negative\n", encoding="utf-8")
+    run = subprocess.run(
+        cli("predict", "--model", str(out / "model"), "--input", str(inp),
+            "--label-column", "label", "-o", str(tmp_path / "pred.jsonl"), "--no-progress"),
+        env=cli_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    recs = read_jsonl(tmp_path / "pred.jsonl")
+    assert [r["gold"] for r in recs] == ["positive", "negative"] and "accuracy" in run.stdout
+    # and transformers (with its own tokenizer class) loads what we wrote
+    tok = transformers.AutoTokenizer.from_pretrained(out / "model")
+    assert (
+        tok("재미있다")["input_ids"]
+        == load_finetuned(out / "model").tokenizer.encode("재미있다").ids
+    )
+    ours_vs_transformers(out / "model", "ElectraForSequenceClassification", ["재미있다"])
+
+
+def test_custom_dataset_labels_saved_and_cli_errors(
+    ko_model: Path,  # noqa: F811
+    tmp_path: Path,
+    one_thread: None,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rows = [("배송이 빨라요", "good"), ("포장이 엉망", "bad"), ("보통이에요", "so-so")] * 12
+    train = tmp_path / "train.csv"
+    train.write_text("review,verdict\n" + "".join(f"{t},{v}\n" for t, v in rows), "utf-8")
+    out = tmp_path / "custom"
+    finetune(
+        ko_model, out, "--train-file", str(train), "--text-column", "review",
+        "--label-column", "verdict", "--epochs", "2", "--max-length", "32",
+    )  # fmt: skip
+    cfg = json.loads((out / "model" / "config.json").read_text(encoding="utf-8"))
+    assert cfg["id2label"] == {"0": "bad", "1": "good", "2": "so-so"}
+    info = json.loads((out / "model" / "electra_task.json").read_text(encoding="utf-8"))
+    assert info["labels"] == ["bad", "good", "so-so"] and info["data"]["text_column"] == "review"
+    capsys.readouterr()
+
+    def fails(*args: str) -> str:
+        assert main([*args, "--no-progress"]) == 2
+        return capsys.readouterr().err
+
+    assert "unknown task 'nsmcc' (did you mean 'nsmc'?)" in fails(
+        "finetune", "--task", "nsmcc", "--model", str(ko_model)
+    )
+    err = fails("finetune", "--model", str(ko_model), "--train-file", str(train),
+                "--text-column", "text", "-o", str(tmp_path / "x"))  # fmt: skip
+    assert "train.csv, line 1, field 'text': no such column" in err
+    dev = tmp_path / "dev.csv"
+    dev.write_text("review,verdict\n좋아요,good\n최고,great\n", encoding="utf-8")
+    err = fails("finetune", "--model", str(ko_model), "--train-file", str(train),
+                "--dev-file", str(dev), "--text-column", "review", "--label-column", "verdict",
+                "-o", str(tmp_path / "x"))  # fmt: skip
+    assert "dev.csv, line 3, field 'label': dev label 'great' does not occur in train" in err
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    err = fails("predict", "--model", str(out / "model"), "--input", str(empty))
+    assert "empty.txt: the file is empty" in err
+    err = fails("evaluate", "--model", str(ko_model))
+    assert "not a fine-tuned model" in err
