@@ -564,8 +564,15 @@ def _fixed(mapping: dict[str, str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(mapping.values()))
 
 
-def _single(d: Path, *parts: str) -> Layout:
-    return Layout(pool=d.joinpath(*parts))
+def _single(d: Path, *parts: str, train: str | None = None) -> Layout:
+    """A dev-only set (split 80/10/10), unless its official train file is there too:
+    then train is train and the official dev set is reported as test (as for GLUE)."""
+    pool = d.joinpath(*parts)
+    if train is not None and (pool.parent / train).is_file():
+        return Layout(
+            train=pool.parent / train, test=pool, test_note="official dev set, reported as test"
+        )
+    return Layout(pool=pool)
 
 
 TASKS: dict[str, TaskSpec] = {}
@@ -653,7 +660,7 @@ for _spec in [
         "accuracy",
         "GLUE QNLI (only dev staged: split 80/10/10)",
         _builtin(
-            lambda d: _single(d, "glue", "QNLI", "dev.tsv"),
+            lambda d: _single(d, "glue", "QNLI", "dev.tsv", train="train.tsv"),
             _glue_reader("question", "sentence", "label", RTE_LABELS),
         ),
         labels=_fixed(RTE_LABELS),
@@ -676,7 +683,9 @@ for _spec in [
         "accuracy",
         "KLUE NLI (dev only: split 80/10/10)",
         _builtin(
-            lambda d: _single(d, "klue", "nli", "klue-nli-v1.1_dev.json"),
+            lambda d: _single(
+                d, "klue", "nli", "klue-nli-v1.1_dev.json", train="klue-nli-v1.1_train.json"
+            ),
             _klue_json_reader("premise", "hypothesis", False, NLI3),
         ),
         labels=_fixed(NLI3),
@@ -687,7 +696,9 @@ for _spec in [
         "pearson",
         "KLUE STS 0-5 (dev only: split 80/10/10; Pearson as KLUE)",
         _builtin(
-            lambda d: _single(d, "klue", "sts", "klue-sts-v1.1_dev.json"),
+            lambda d: _single(
+                d, "klue", "sts", "klue-sts-v1.1_dev.json", train="klue-sts-v1.1_train.json"
+            ),
             _klue_json_reader("sentence1", "sentence2", True, None),
         ),
     ),
@@ -697,7 +708,9 @@ for _spec in [
         "f1",
         "KLUE NER, character-level BIO (dev only: split 80/10/10)",
         _builtin(
-            lambda d: _single(d, "klue", "ner", "klue-ner-v1.1_dev.tsv"),
+            lambda d: _single(
+                d, "klue", "ner", "klue-ner-v1.1_dev.tsv", train="klue-ner-v1.1_train.tsv"
+            ),
             read_klue_ner,
         ),
         labels=KLUE_NER_TAGS,
@@ -751,7 +764,12 @@ for _spec in [
         "qa",
         "f1",
         "KorQuAD 1.0 (dev only: split 80/10/10 by article; KorQuAD EM/F1)",
-        _builtin(lambda d: _single(d, "qa", "korquad", "KorQuAD_v1.0_dev.json"), read_squad),
+        _builtin(
+            lambda d: _single(
+                d, "qa", "korquad", "KorQuAD_v1.0_dev.json", train="KorQuAD_v1.0_train.json"
+            ),
+            read_squad,
+        ),
         qa_style="korquad",
     ),
     TaskSpec(
