@@ -64,10 +64,12 @@ def write_tokenizer_dir(path: Path, vocab: list[str] | Path, lowercase: bool) ->
     return path
 
 
-def tiny_model(out: Path, tokenizer_dir: Path, vocab_size: int, seed: int = 0) -> Path:
+def tiny_model(
+    out: Path, tokenizer_dir: Path, vocab_size: int, seed: int = 0, **overrides: object
+) -> Path:
     """Random tiny discriminator (2 layers, hidden 64, embeddings 32 projected) as a HF dir."""
     torch.manual_seed(seed)
-    cfg = preset("tiny", vocab_size=vocab_size, max_position_embeddings=256)
+    cfg = preset("tiny", vocab_size=vocab_size, max_position_embeddings=256, **overrides)
     return export_discriminator(ElectraDiscriminator(cfg), out, tokenizer_dir=tokenizer_dir)
 
 

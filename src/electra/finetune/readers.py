@@ -550,10 +550,25 @@ def read_nsmc_raw(directory: PathLike) -> tuple[list[TextExample], dict[str, int
     with *both* labels is dropped entirely (it cannot be labelled). Returns
     the examples and counts of what was dropped.
     """
-    d = Path(directory)
+    d = Path(directory).resolve()
     files = sorted(d.glob("*.json"), key=lambda p: (len(p.stem), p.stem))
     if not files:
         raise DatasetError(f"{d}: no raw NSMC review files (*.json)")
+    key = (str(d), tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files))
+    if key in _NSMC_CACHE:  # the same files, read before in this process
+        examples, stats = _NSMC_CACHE[key]
+        return list(examples), dict(stats)
+    examples, stats = _read_nsmc_raw(files)
+    _NSMC_CACHE.clear()
+    _NSMC_CACHE[key] = (examples, stats)
+    return list(examples), dict(stats)
+
+
+_NSMC_CACHE: dict[tuple[Any, ...], tuple[list[TextExample], dict[str, int]]] = {}
+
+
+def _read_nsmc_raw(files: list[Path]) -> tuple[list[TextExample], dict[str, int]]:
+    d = files[0].parent
     stats = {
         "files": len(files),
         "reviews": 0,

@@ -89,6 +89,7 @@ class Recipe:
     warmup_fraction: float = 0.1
     weight_decay: float = 0.0
     batch_size: int = 32
+    micro_batch_size: int = 0  # 0: the whole batch in one pass; else gradient accumulation
     eval_batch_size: int = 64
     epochs: int = 3
     max_length: int = 128
@@ -114,6 +115,10 @@ class Recipe:
             ),
             (self.weight_decay >= 0, f"weight_decay must be >= 0, got {self.weight_decay}"),
             (self.batch_size > 0, f"batch_size must be > 0, got {self.batch_size}"),
+            (
+                0 <= self.micro_batch_size <= self.batch_size,
+                f"micro_batch_size must be in [0, batch_size], got {self.micro_batch_size}",
+            ),
             (self.eval_batch_size > 0, f"eval_batch_size must be > 0, got {self.eval_batch_size}"),
             (self.epochs > 0, f"epochs must be > 0, got {self.epochs}"),
             (self.max_length >= 8, f"max_length must be >= 8, got {self.max_length}"),

@@ -13,7 +13,9 @@ learning-rate decay), selects each seed's best epoch on the dev metric (or
   test scores, median/mean/std over seeds, timings, versions;
 * ``OUT/model/``: the best seed's best checkpoint (selected on dev, never on
   test) as a Hugging Face directory plus ``electra_task.json``;
-  ``--keep-all-seeds`` also keeps ``OUT/seeds/seed-N/``.
+  ``--keep-all-seeds`` also keeps ``OUT/seeds/seed-N/``;
+* ``OUT/test_predictions.jsonl``: that model's prediction for every test
+  example, with the gold answer, for error analysis.
 """
 
 from __future__ import annotations
@@ -281,7 +283,11 @@ class FinetuneArgs:
     )
     warmup_fraction: float = _doc("Fraction of steps of linear warmup.", default=0.1)
     weight_decay: float = _doc("AdamW weight decay (not on biases/LayerNorm).", default=0.0)
-    batch_size: int = _doc("Training batch size.", default=32)
+    batch_size: int = _doc("Training batch size (per optimizer step).", default=32)
+    micro_batch_size: int = _doc(
+        "Examples per forward pass; smaller than --batch-size accumulates gradients (0: same).",
+        default=0,
+    )
     eval_batch_size: int = _doc("Evaluation batch size.", default=64)
     epochs: int | None = _doc("Epochs (default: 10 RTE/STS, 2 QA, 3 otherwise).", default=None)
     max_length: int | None = _doc("Max tokens per input (default: 128; QA 384).", default=None)
@@ -339,6 +345,12 @@ def _labels_summary(spec: TaskSpec, examples: Sequence[Any]) -> dict[str, int] |
     return dict(sorted(out.items()))
 
 
+def _majority(spec: TaskSpec, examples: Sequence[Any]) -> float | None:
+    """Accuracy of always predicting the most frequent label (a floor to beat)."""
+    counts = _labels_summary(spec, examples)
+    return max(counts.values()) / len(examples) if counts else None
+
+
 def _print_table(title: str, rows: list[tuple[str, str, dict[str, float]]]) -> None:
     print(title)
     if not rows:
@@ -361,15 +373,12 @@ def finetune(args: FinetuneArgs) -> dict[str, Any]:
     if not model_dir.is_dir():
         raise FileNotFoundError(f"{model_dir}: no such model directory")
     device = resolve_device(args.device)
+    cfg, raw_config = read_config(model_dir)
+    num_layers = cfg.num_hidden_layers
     opts = args.data_options()
     data: TaskData = load_task_data(spec, opts)
     spec = data.spec
     family = get_family(spec.family)
-    out_dir = Path(args.output or f"finetuned/{spec.name}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-
-    cfg, raw_config = read_config(model_dir)
-    num_layers = cfg.num_hidden_layers
     recipe = make_recipe(
         task=spec.name,
         family=spec.family,
@@ -382,6 +391,7 @@ def finetune(args: FinetuneArgs) -> dict[str, Any]:
             "warmup_fraction": args.warmup_fraction,
             "weight_decay": args.weight_decay,
             "batch_size": args.batch_size,
+            "micro_batch_size": args.micro_batch_size,
             "eval_batch_size": args.eval_batch_size,
             "epochs": args.epochs,
             "max_length": args.max_length,
@@ -419,6 +429,14 @@ def finetune(args: FinetuneArgs) -> dict[str, Any]:
 
     check_bert_template(tokenizer, ids.cls, ids.sep)
 
+    main_metric = recipe.main_metric
+    allowed = metric_names(spec.family, len(data.labels))
+    if main_metric not in allowed:
+        raise ValueError(
+            f"--main-metric {main_metric!r} is not a metric of {spec.family} tasks; "
+            f"choose one of {', '.join(allowed)}"
+        )
+
     splits = data.splits
     train_ex = subsample(splits.train, args.max_train_examples, opts.split_seed)
     dev_ex = subsample(splits.dev, args.max_eval_examples, opts.split_seed)
@@ -429,13 +447,16 @@ def finetune(args: FinetuneArgs) -> dict[str, Any]:
     dev = prepare(family, dev_ex, tokenizer, settings, labels)
     test = prepare(family, test_ex, tokenizer, settings, labels) if test_ex else None
     feat_seconds = time.perf_counter() - t_feat
-    main_metric = recipe.main_metric
-    allowed = metric_names(spec.family, len(labels))
-    if main_metric not in allowed:
-        raise ValueError(
-            f"--main-metric {main_metric!r} is not a metric of {spec.family} tasks; "
-            f"choose one of {', '.join(allowed)}"
-        )
+    for kind, part in (("train", train), ("dev", dev), ("test", test)):
+        cut = _truncated(part.features) if part else 0
+        if cut:
+            print(
+                f"warning: {cut} of {len(part.examples)} {kind} examples are longer than "
+                f"--max-length {recipe.max_length} tokens and were truncated",
+                file=sys.stderr,
+            )
+    out_dir = Path(args.output or f"finetuned/{spec.name}")
+    out_dir.mkdir(parents=True, exist_ok=True)
 
     task_section: dict[str, Any] = {
         "name": spec.name,
@@ -452,6 +473,7 @@ def finetune(args: FinetuneArgs) -> dict[str, Any]:
                 "truncated": _truncated(p.features) if p else 0,
                 "source": splits.notes.get(kind, ""),
                 "label_counts": _labels_summary(spec, p.examples) if p else None,
+                "majority_accuracy": _majority(spec, p.examples) if p else None,
             }
             for kind, p in (("train", train), ("dev", dev), ("test", test))
         },
@@ -518,6 +540,7 @@ def finetune(args: FinetuneArgs) -> dict[str, Any]:
             progress=args.progress,
         )
         model = run.pop("model")
+        test_preds = run.pop("test_predictions")
         info = dataclasses.replace(
             info_base,
             seed=seed,
@@ -531,6 +554,14 @@ def finetune(args: FinetuneArgs) -> dict[str, Any]:
             _save_replacing(model, out_dir / "model", info, tok_source)
             results["best_seed"] = seed
             results["saved_model"] = str((out_dir / "model").resolve())
+            if test is not None and test_preds is not None:
+                path = out_dir / "test_predictions.jsonl"
+                lines = [
+                    json.dumps(family.record(e, p, labels), ensure_ascii=False)
+                    for e, p in zip(test.examples, test_preds, strict=True)
+                ]
+                atomic_write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"))
+                results["test_predictions"] = str(path.resolve())
         if args.keep_all_seeds:
             _save_replacing(model, out_dir / "seeds" / f"seed-{seed}", info, tok_source)
             run["saved_model"] = str((out_dir / "seeds" / f"seed-{seed}").resolve())
@@ -626,6 +657,7 @@ def train_seed(
     model = family.build_model(encoder, max(1, len(labels))).to(device)
     optimizer = build_optimizer(model, recipe, num_layers)
     bs = recipe.batch_size
+    micro = recipe.micro_batch_size or bs
     n = len(train.features)
     steps_per_epoch = math.ceil(n / bs)
     total = steps_per_epoch * recipe.epochs
@@ -650,24 +682,30 @@ def train_seed(
         )
         for b in range(steps_per_epoch):
             idx = perm[b * bs : (b + 1) * bs]
-            batch = _to(family.collate([train.features[i] for i in idx], pad_id), device)
-            with _autocast(device, recipe.bf16):
-                logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
-            loss = family.loss(logits, batch)
-            if not torch.isfinite(loss):
-                bar.close()
-                raise RuntimeError(
-                    f"seed {seed}, epoch {epoch}, step {step}: the training loss is {float(loss)}; "
-                    "lower --learning-rate, or drop --bf16"
-                )
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            step_loss = 0.0
+            for m in range(0, len(idx), micro):  # gradient accumulation over micro-batches
+                part = idx[m : m + micro]
+                batch = _to(family.collate([train.features[i] for i in part], pad_id), device)
+                with _autocast(device, recipe.bf16):
+                    logits = model(
+                        batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]
+                    )
+                loss = family.loss(logits, batch)
+                if not torch.isfinite(loss):
+                    bar.close()
+                    raise RuntimeError(
+                        f"seed {seed}, epoch {epoch}, step {step}: the training loss is "
+                        f"{float(loss)}; lower --learning-rate, or drop --bf16"
+                    )
+                (loss * (len(part) / len(idx))).backward()
+                step_loss += float(loss.detach()) * len(part)
             if recipe.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
             optimizer.step()
             scheduler.step()
             step += 1
-            running += float(loss.detach()) * len(idx)
+            running += step_loss
             seen += len(idx)
             bar.update(1)
             bar.set_postfix(loss=f"{running / seen:.4f}")
@@ -700,18 +738,18 @@ def train_seed(
         if best is None or value > best["value"]:
             best = {"value": value, "epoch": epoch, "dev": scores, "dev_loss": dev_loss}
             best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-        if progress:
-            print(
-                f"{spec.name} seed {seed} epoch {epoch}: train loss {entry['train_loss']:.4f}, "
-                f"dev loss {dev_loss if dev_loss is None else round(dev_loss, 4)}, "
-                f"dev {main} {100 * scores[main]:.2f}",
-                file=sys.stderr,
-            )
+        # one line per epoch, with or without progress bars
+        shown = "n/a" if dev_loss is None else f"{dev_loss:.4f}"
+        print(
+            f"{spec.name} seed {seed} epoch {epoch}: train loss {entry['train_loss']:.4f}, "
+            f"dev loss {shown}, dev {main} {100 * scores[main]:.2f}",
+            file=sys.stderr,
+        )
     assert best is not None and best_state is not None
     model.load_state_dict(best_state)
-    test_scores, test_loss = None, None
+    test_scores, test_loss, test_preds = None, None, None
     if test is not None:
-        test_scores, test_loss, _ = evaluate_prepared(
+        test_scores, test_loss, test_preds = evaluate_prepared(
             model,
             family,
             test,
@@ -737,6 +775,7 @@ def train_seed(
         "history": history,
         "seconds": time.perf_counter() - t0,
         "model": model,
+        "test_predictions": test_preds,
     }
 
 

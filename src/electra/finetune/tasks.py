@@ -13,11 +13,14 @@ article for QA so no paragraph leaks between splits):
   rebuilt from ``msr_paraphrase_train.txt`` minus ``dev_ids.tsv`` when both are
   present (the staged ``train.tsv`` misses one pair); the labelled MSRP test
   set can be used with ``--test-file glue/MRPC/msr_paraphrase_test.txt``.
-  QNLI: only dev exists, split 80/10/10.
-* **KLUE** NLI, STS, NER: only dev files exist; each is split 80/10/10
+  QNLI: only dev is staged, split 80/10/10 (with ``glue/QNLI/train.tsv``
+  present, e.g. from the download helper, the GLUE policy applies).
+* **KLUE** NLI, STS, NER: only dev files are staged; each is split 80/10/10
   (train/dev/test). KorQuAD 1.0 (dev only) and XQuAD-en (one file): the same,
-  by article. With ``--train-file`` (e.g. ``KorQuAD_v1.0_train.json``) the
-  staged file becomes the test set and dev is a 10% slice of train.
+  by article. When the official train file is there too (``--train-file``,
+  or ``klue-*-v1.1_train.*`` / ``KorQuAD_v1.0_train.json`` next to the dev
+  file, as the download helper puts them) train is train, dev is a 10% slice
+  of it, and the official dev file is the test set.
 * **KorNLI**: XNLI-ko dev and test are staged; without ``--train-file``
   (``multinli.train.ko.tsv``) the dev set is split 80/20 into train and dev,
   and the XNLI test set is the test set.
