@@ -341,6 +341,44 @@ def test_custom_dataset_labels_saved_and_cli_errors(
     assert "empty.txt: the file is empty" in err
     err = fails("evaluate", "--model", str(ko_model))
     assert "not a fine-tuned model" in err
+    err = fails(
+        "predict",
+        "--model",
+        str(out / "model"),
+        "--input",
+        str(dev),
+        "--text-column",
+        "review",
+        "--label-column",
+        "verdict",
+        "-o",
+        str(tmp_path / "p.jsonl"),
+    )
+    assert "dev.csv, line 3, field 'label': test label 'great' does not occur in the model's" in err
+    # with known gold labels, predict scores them and writes a results file next to its output
+    dev.write_text("review,verdict\n좋아요,good\n별로,bad\n", encoding="utf-8")
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(out / "model"),
+                "--input",
+                str(dev),
+                "--text-column",
+                "review",
+                "--label-column",
+                "verdict",
+                "-o",
+                str(tmp_path / "p.jsonl"),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    summary = json.loads((tmp_path / "p.results.json").read_text(encoding="utf-8"))
+    assert summary["examples"] == 2 and 0 <= summary["scores"]["accuracy"] <= 1
+    assert summary["task"] == "custom" and summary["labels"] == ["bad", "good", "so-so"]
 
 
 def test_gradient_accumulation_matches_one_big_batch(

@@ -854,7 +854,7 @@ def evaluate(args: EvaluateArgs) -> dict[str, Any]:
         from electra.finetune.common import Splits
         from electra.finetune.tasks import check_labels
 
-        check_labels(spec, Splits([], [], examples), info.labels)
+        check_labels(spec, Splits([], [], examples), info.labels, origin="the model's labels")
         source = str(Path(args.test_file).resolve())
         split = "file"
     else:
@@ -1019,16 +1019,12 @@ def predict(args: PredictArgs) -> dict[str, Any]:
         examples = examples[: args.max_examples]
     settings = info.settings
     pad = special_ids(ft.tokenizer).pad
-    if info.family == "classification":
-        known = set(info.labels)
-        for e in examples:
-            if e.label is not None and e.label not in known:
-                from electra.finetune.common import DatasetError
+    if info.family in ("classification", "tagging"):
+        from electra.finetune.common import Splits
+        from electra.finetune.tasks import TaskSpec, check_labels
 
-                raise DatasetError(
-                    f"{e.source}, field 'label': label {e.label!r} is not one of the model's "
-                    f"labels ({', '.join(info.labels)})"
-                )
+        spec = TaskSpec(info.task, info.family, "", "", lambda *_: None, tuple(info.labels))
+        check_labels(spec, Splits([], [], examples), info.labels, origin="the model's labels")
     prepared = prepare(family, examples, ft.tokenizer, settings, info.labels)
     outputs, _ = run_model(
         ft.model,
@@ -1049,14 +1045,30 @@ def predict(args: PredictArgs) -> dict[str, Any]:
         for e, p in zip(examples, preds, strict=True)
     ]
     atomic_write_bytes(out, ("\n".join(lines) + "\n").encode("utf-8"))
-    result: dict[str, Any] = {"output": str(out), "examples": len(examples)}
-    gold = _has_gold(info.family, examples)
-    if gold:
+    result: dict[str, Any] = {
+        "format": "electra-predict-results/1",
+        "command": "predict",
+        "created": now(),
+        "model": str(Path(args.model).resolve()),
+        "task": info.task,
+        "family": info.family,
+        "labels": info.labels,
+        "input": str(Path(args.input).resolve()),
+        "output": str(out.resolve()),
+        "examples": len(examples),
+        "fine_tuning": {"seed": info.seed, "best_epoch": info.best_epoch, "recipe": info.recipe},
+    }
+    if _has_gold(info.family, examples):
         result["scores"] = family.score(examples, preds, info.labels, style=info.qa_style)
     result["seconds"] = time.perf_counter() - t0
+    result["versions"] = versions()
+    summary = out.with_suffix(".results.json")
+    write_json(summary, result)
     print(f"{len(examples)} predictions -> {out}")
     for k, v in result.get("scores", {}).items():
         print(f"  {k:<14} {100 * v:8.2f}")
+    print(f"results: {summary}")
+    result["results"] = str(summary)
     return result
 
 

@@ -862,12 +862,15 @@ def infer_labels(spec: TaskSpec, train: Sequence[Any]) -> list[str]:
     return sorted({e.label for e in train}, key=_label_sort_key)
 
 
-def check_labels(spec: TaskSpec, splits: Splits, labels: Sequence[str]) -> None:
+def check_labels(
+    spec: TaskSpec, splits: Splits, labels: Sequence[str], origin: str | None = None
+) -> None:
     """Every dev/test label must be one the model can predict (i.e. seen in train)."""
     if spec.family in ("regression", "qa"):
         return
     known = set(labels)
-    origin = "the fixed label set" if spec.labels is not None else "train"
+    if origin is None:
+        origin = "the task's label set" if spec.labels is not None else "train"
     for kind in ("train", "dev", "test"):
         for e in getattr(splits, kind):
             if spec.family == "tagging":
@@ -877,7 +880,7 @@ def check_labels(spec: TaskSpec, splits: Splits, labels: Sequence[str]) -> None:
                         f"{e.source}, field 'tag': {kind} tag {bad!r} does not occur in "
                         f"{origin} (tags: {', '.join(labels)})"
                     )
-            elif e.label not in known:
+            elif e.label is not None and e.label not in known:
                 raise DatasetError(
                     f"{e.source}, field 'label': {kind} label {e.label!r} does not occur in "
                     f"{origin} (labels: {', '.join(map(str, labels))})"
