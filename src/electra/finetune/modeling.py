@@ -127,6 +127,7 @@ def copy_tokenizer(source: str | os.PathLike[str], out_dir: Path) -> None:
     if src.is_file():
         name = "tokenizer.json" if src.suffix == ".json" else "vocab.txt"
         shutil.copyfile(src, out_dir / name)
+        _ensure_tokenizer_config(out_dir)
         return
     copied = False
     for name in TOKENIZER_FILES:
@@ -136,6 +137,16 @@ def copy_tokenizer(source: str | os.PathLike[str], out_dir: Path) -> None:
             copied = copied or name in ("vocab.txt", "tokenizer.json")
     if not copied:
         raise CheckpointError(f"{src}: no tokenizer files (vocab.txt or tokenizer.json) to copy")
+    _ensure_tokenizer_config(out_dir)
+
+
+def _ensure_tokenizer_config(out_dir: Path) -> None:
+    """A vocab.txt alone would make ``transformers`` lower-case (its default); say what we did."""
+    cfg = out_dir / "tokenizer_config.json"
+    if cfg.is_file() or (out_dir / "tokenizer.json").is_file():
+        return
+    body = {"do_lower_case": False, "tokenizer_class": "ElectraTokenizer"}
+    atomic_write_bytes(cfg, (json.dumps(body, indent=2) + "\n").encode("utf-8"))
 
 
 def save_finetuned(
