@@ -24,9 +24,15 @@ transformers = pytest.importorskip("transformers")
 
 def _hf_config(**kw: object) -> transformers.ElectraConfig:
     return transformers.ElectraConfig(
-        vocab_size=32200, embedding_size=32, hidden_size=64, num_hidden_layers=2,
-        num_attention_heads=4, intermediate_size=96, max_position_embeddings=64, **kw,
-    )  # fmt: skip
+        vocab_size=32200,
+        embedding_size=32,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=96,
+        max_position_embeddings=64,
+        **kw,
+    )
 
 
 def test_transformers_task_model_loads_without_electra_task_json(tmp_path: Path) -> None:
@@ -69,9 +75,11 @@ def test_saved_directory_keeps_the_case_of_the_tokenizer(tmp_path: Path) -> None
 
     enc, _ = load_encoder(src)
     out = save_finetuned(
-        ElectraForQuestionAnswering(enc), tmp_path / "out",
-        TaskInfo(task="custom", family="qa", features={"max_length": 64}), src,
-    )  # fmt: skip
+        ElectraForQuestionAnswering(enc),
+        tmp_path / "out",
+        TaskInfo(task="custom", family="qa", features={"max_length": 64}),
+        src,
+    )
     cfg = json.loads((out / "tokenizer_config.json").read_text())
     assert cfg["do_lower_case"] is False
     tok = transformers.AutoTokenizer.from_pretrained(out)
