@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -14,7 +15,7 @@ from electra.finetune.qa import (
     normalize_squad,
     squad_scores,
 )
-from electra.finetune.run import summarize
+from electra.finetune.run import glue_score_from_results, summarize
 from electra.finetune.tagging import seqeval_metrics
 from electra.finetune.tasks import glue_average
 
@@ -132,3 +133,20 @@ def test_seed_summary_statistics() -> None:
         math.sqrt(((0.0125) ** 2 + 0.0875**2 + 0.1125**2 + 0.0375**2) / 3)
     )
     assert summarize([0.5])["std"] == 0.0
+
+
+def test_glue_score_from_results_files(tmp_path) -> None:
+    def results(task: str, **metrics: list[float]) -> str:
+        summary = {m: summarize(v) for m, v in metrics.items()}
+        path = tmp_path / f"{task}.json"
+        path.write_text(json.dumps({"task": {"name": task}, "summary": {"test": summary}}))
+        return str(path)
+
+    paths = [
+        results("cola", mcc=[0.5, 0.6, 0.4], accuracy=[0.8, 0.8, 0.8]),
+        results("stsb", spearman=[0.7, 0.9, 0.8], pearson=[0.7, 0.7, 0.7], corr=[0.7, 0.8, 0.75]),
+    ]
+    g = glue_score_from_results(paths)
+    assert g["per_task"] == {"cola": pytest.approx(0.5), "stsb": pytest.approx(0.8)}
+    assert g["average"] == pytest.approx(0.65)
+    assert glue_score_from_results(paths, stat="mean")["per_task"]["stsb"] == pytest.approx(0.8)

@@ -130,6 +130,30 @@ def summarize_runs(runs: Sequence[dict[str, float] | None]) -> dict[str, dict[st
     return {k: summarize([r[k] for r in present]) for k in keys}
 
 
+def glue_score_from_results(
+    paths: Sequence[str | os.PathLike[str]],
+    convention: str = "paper",
+    split: str = "test",
+    stat: str = "median",
+) -> dict[str, Any]:
+    """The GLUE score of several ``electra finetune`` results files (one per task).
+
+    Uses each task's ``stat`` (median over seeds by default, as the paper)
+    on ``split`` ("test" is the official GLUE dev set, see
+    :mod:`electra.finetune.tasks`); see :func:`electra.finetune.tasks.glue_average`.
+    """
+    from electra.finetune.tasks import glue_average
+
+    scores: dict[str, dict[str, float]] = {}
+    for p in paths:
+        res = json.loads(Path(p).read_text(encoding="utf-8"))
+        summary = (res.get("summary") or {}).get(split) or {}
+        if not summary:
+            raise ValueError(f"{p}: no {split} scores in this results file")
+        scores[res["task"]["name"]] = {m: v[stat] for m, v in summary.items()}
+    return glue_average(scores, convention)
+
+
 def _autocast(device: torch.device, enabled: bool):
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=enabled)
 
@@ -1092,6 +1116,7 @@ __all__ = [
     "PredictArgs",
     "evaluate",
     "finetune",
+    "glue_score_from_results",
     "predict",
     "resolve_device",
     "run_model",
