@@ -10,9 +10,11 @@ base       1e-4    0.8                    10%     32     (same)
 large      5e-5    0.9                    10%     32     (same)
 =========  ======  =====================  ======  =====  ======================
 
-AdamW (betas 0.9/0.999, eps 1e-6 as in the official code), weight decay 0,
-linear warmup over the first 10% of the steps then linear decay to 0,
-gradient clipping at norm 1.0.
+AdamW (betas 0.9/0.999, eps 1e-6 as in the official code; PyTorch's AdamW
+applies bias correction, the official TensorFlow optimizer does not, which
+only matters during the first few hundred steps), weight decay 0 (biases and
+LayerNorm weights are never decayed when it is set), linear warmup over the
+first 10% of the steps then linear decay to 0, gradient clipping at norm 1.0.
 
 Layer-wise learning-rate decay (paper section and Table 7): with ``L``
 transformer layers and base rate ``lr``, the task head trains at ``lr``, the

@@ -16,6 +16,23 @@ learning-rate decay), selects each seed's best epoch on the dev metric (or
   ``--keep-all-seeds`` also keeps ``OUT/seeds/seed-N/``;
 * ``OUT/test_predictions.jsonl``: that model's prediction for every test
   example, with the gold answer, for error analysis.
+
+``results.json`` holds: ``task`` (name, family, main metric, labels, data
+options, and per split the number of examples/features, how many were
+truncated, where the split came from, label counts and the majority-class
+accuracy), ``model`` (path, architecture, shape, tokenizer), ``recipe`` (every
+hyper-parameter), ``seeds`` (per seed: best epoch, dev and test scores of that
+epoch, the per-epoch history of train loss, dev loss, dev scores and
+seconds), ``summary`` (median, mean, sample std, min, max per metric over
+seeds, for dev and test), ``best_seed``, ``timings``, ``versions``. Scores are
+fractions (0.91, not 91); the printed tables show them x100. It is rewritten
+atomically after every seed (``"complete": false`` until the last one).
+
+``electra evaluate --model DIR`` rebuilds the task's split from the data
+options and split seed saved in ``DIR/electra_task.json`` and writes
+``DIR/eval-test.json``; ``electra predict --model DIR --input FILE`` writes one
+JSON line per example (label and probabilities, a score, tags and entities,
+or an answer span) plus ``*.results.json``.
 """
 
 from __future__ import annotations
