@@ -1,0 +1,264 @@
+"""Sequence classification (single sentence and sentence pair) and regression.
+
+The head is Hugging Face's ``ElectraClassificationHead`` with the same
+parameter names (``classifier.dense``, ``classifier.out_proj``): take the
+``[CLS]`` vector, dropout, dense, GELU, dropout, projection. Regression (STS)
+is the same head with one output trained with mean squared error, as
+``ElectraForSequenceClassification`` with ``problem_type="regression"``.
+
+Metrics come from scikit-learn and SciPy: accuracy, F1 (binary: of the second
+label, e.g. MRPC "equivalent"; several classes: macro), Matthews correlation
+(CoLA), Pearson and Spearman correlation (STS).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tokenizers import Tokenizer
+from torch import Tensor, nn
+
+from electra.finetune.common import (
+    Family,
+    FeatureSettings,
+    TextExample,
+    collate_inputs,
+    prepared_tokenizer,
+)
+from electra.model import ElectraModel, init_weights
+
+
+class ClassificationHead(nn.Module):
+    """[CLS] -> dropout -> dense -> GELU -> dropout -> out_proj (HF names)."""
+
+    def __init__(self, hidden_size: int, num_labels: int, dropout: float) -> None:
+        super().__init__()
+        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.dropout = nn.Dropout(dropout)
+        self.out_proj = nn.Linear(hidden_size, num_labels)
+
+    def forward(self, h: Tensor) -> Tensor:
+        x = self.dropout(h[:, 0])
+        x = F.gelu(self.dense(x))
+        return self.out_proj(self.dropout(x))
+
+
+class ElectraForSequenceClassification(nn.Module):
+    """Encoder + classification head; ``forward`` returns (B, num_labels) logits."""
+
+    def __init__(
+        self, encoder: ElectraModel, num_labels: int, dropout: float | None = None
+    ) -> None:
+        super().__init__()
+        cfg = encoder.config
+        self.config = cfg
+        self.num_labels = num_labels
+        self.electra = encoder
+        p = cfg.hidden_dropout_prob if dropout is None else dropout
+        self.classifier = ClassificationHead(cfg.hidden_size, num_labels, p)
+        init_weights(self.classifier, cfg.initializer_range)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+    ) -> Tensor:
+        return self.classifier(self.electra(input_ids, attention_mask, token_type_ids))
+
+
+# ---------------------------------------------------------------------------
+# Metrics
+# ---------------------------------------------------------------------------
+
+
+def classification_metrics(
+    y_true: Sequence[int], y_pred: Sequence[int], num_labels: int
+) -> dict[str, float]:
+    """accuracy, f1 (binary, positive = label 1) or macro_f1, mcc, and acc_and_f1 (GLUE MRPC)."""
+    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+
+    if len(y_true) == 0:
+        raise ValueError("cannot score an empty set of predictions")
+    out = {
+        "accuracy": float(accuracy_score(y_true, y_pred)),
+        "mcc": float(matthews_corrcoef(y_true, y_pred)),
+    }
+    labels = list(range(num_labels))
+    if num_labels == 2:
+        out["f1"] = float(f1_score(y_true, y_pred, pos_label=1, labels=labels, zero_division=0))
+        out["acc_and_f1"] = (out["accuracy"] + out["f1"]) / 2
+    else:
+        out["macro_f1"] = float(
+            f1_score(y_true, y_pred, average="macro", labels=labels, zero_division=0)
+        )
+    return out
+
+
+def regression_metrics(y_true: Sequence[float], y_pred: Sequence[float]) -> dict[str, float]:
+    """pearson, spearman, their mean (GLUE STS-B), and mse.
+
+    A constant prediction has no defined correlation; it scores 0 (not NaN) so
+    model selection and averages stay well defined.
+    """
+    from scipy.stats import pearsonr, spearmanr
+
+    t = np.asarray(y_true, dtype=np.float64)
+    p = np.asarray(y_pred, dtype=np.float64)
+    if len(t) == 0:
+        raise ValueError("cannot score an empty set of predictions")
+    if len(t) < 2 or np.ptp(p) == 0 or np.ptp(t) == 0:
+        pear = spear = 0.0
+    else:
+        pear = float(pearsonr(t, p)[0])
+        spear = float(spearmanr(t, p)[0])
+    return {
+        "pearson": pear,
+        "spearman": spear,
+        "corr": (pear + spear) / 2,
+        "mse": float(np.mean((t - p) ** 2)),
+    }
+
+
+# ---------------------------------------------------------------------------
+# The families
+# ---------------------------------------------------------------------------
+
+
+def encode_texts(
+    examples: Sequence[TextExample], tokenizer: Tokenizer, max_length: int
+) -> list[dict[str, Any]]:
+    """``[CLS] a [SEP] (b [SEP])`` ids, truncated longest-first to ``max_length``."""
+    tok = prepared_tokenizer(tokenizer, max_length)
+    singles = [i for i, e in enumerate(examples) if e.text_pair is None]
+    pairs = [i for i, e in enumerate(examples) if e.text_pair is not None]
+    encs: dict[int, Any] = {}
+    if singles:
+        for i, enc in zip(
+            singles, tok.encode_batch([examples[i].text for i in singles]), strict=True
+        ):
+            encs[i] = enc
+    if pairs:
+        batch = [(examples[i].text, examples[i].text_pair) for i in pairs]
+        for i, enc in zip(pairs, tok.encode_batch(batch), strict=True):
+            encs[i] = enc
+    return [
+        {
+            "input_ids": encs[i].ids,
+            "token_type_ids": encs[i].type_ids,
+            "example_index": i,
+            "truncated": bool(encs[i].overflowing),
+        }
+        for i in range(len(examples))
+    ]
+
+
+class ClassificationFamily(Family):
+    """Single-sentence and sentence-pair classification."""
+
+    name = "classification"
+    architecture = "ElectraForSequenceClassification"
+    problem_type = "single_label_classification"
+
+    def build_model(self, encoder: ElectraModel, num_labels: int) -> nn.Module:
+        return ElectraForSequenceClassification(encoder, num_labels)
+
+    def featurize(
+        self,
+        examples: Sequence[TextExample],
+        tokenizer: Tokenizer,
+        settings: FeatureSettings,
+        labels: Sequence[str],
+    ) -> list[dict[str, Any]]:
+        feats = encode_texts(examples, tokenizer, settings.max_length)
+        index = {label: i for i, label in enumerate(labels)}
+        for f, e in zip(feats, examples, strict=True):
+            f["label"] = index[e.label] if e.label is not None else -100
+        return feats
+
+    def collate(self, features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Tensor]:
+        batch = collate_inputs(features, pad_id)
+        batch["labels"] = torch.tensor([f["label"] for f in features], dtype=torch.long)
+        return batch
+
+    def loss(self, logits: Tensor, batch: dict[str, Tensor]) -> Tensor:
+        return F.cross_entropy(logits.float(), batch["labels"], ignore_index=-100)
+
+    def split_outputs(self, logits: Tensor, batch: dict[str, Tensor]) -> list[np.ndarray]:
+        return list(logits.detach().float().cpu().numpy())
+
+    def predict(self, examples, features, outputs, labels, settings) -> list[np.ndarray]:
+        """Class probabilities per example."""
+        out = []
+        for logits in outputs:
+            z = logits - logits.max()
+            p = np.exp(z)
+            out.append(p / p.sum())
+        return out
+
+    def score(self, examples, predictions, labels, **kw: Any) -> dict[str, float]:
+        index = {label: i for i, label in enumerate(labels)}
+        y_true = [index[e.label] for e in examples]
+        y_pred = [int(np.argmax(p)) for p in predictions]
+        return classification_metrics(y_true, y_pred, len(labels))
+
+    def record(self, example: TextExample, prediction: np.ndarray, labels) -> dict[str, Any]:
+        rec: dict[str, Any] = {"text": example.text}
+        if example.text_pair is not None:
+            rec["text_pair"] = example.text_pair
+        rec["label"] = labels[int(np.argmax(prediction))]
+        rec["probabilities"] = {
+            lab: round(float(p), 6) for lab, p in zip(labels, prediction, strict=True)
+        }
+        if example.label is not None:
+            rec["gold"] = example.label
+        return rec
+
+
+class RegressionFamily(ClassificationFamily):
+    """Sentence-pair similarity scores (STS): one output, mean squared error."""
+
+    name = "regression"
+    problem_type = "regression"
+
+    def build_model(self, encoder: ElectraModel, num_labels: int) -> nn.Module:
+        return ElectraForSequenceClassification(encoder, 1)
+
+    def featurize(self, examples, tokenizer, settings, labels) -> list[dict[str, Any]]:
+        feats = encode_texts(examples, tokenizer, settings.max_length)
+        for f, e in zip(feats, examples, strict=True):
+            f["label"] = float(e.label) if e.label is not None else float("nan")
+        return feats
+
+    def collate(self, features, pad_id) -> dict[str, Tensor]:
+        batch = collate_inputs(features, pad_id)
+        batch["labels"] = torch.tensor([f["label"] for f in features], dtype=torch.float32)
+        return batch
+
+    def loss(self, logits: Tensor, batch: dict[str, Tensor]) -> Tensor:
+        y = batch["labels"]
+        keep = ~torch.isnan(y)
+        return F.mse_loss(logits.float().squeeze(-1)[keep], y[keep])
+
+    def predict(self, examples, features, outputs, labels, settings) -> list[float]:
+        return [float(o[0]) for o in outputs]
+
+    def score(self, examples, predictions, labels, **kw: Any) -> dict[str, float]:
+        return regression_metrics([float(e.label) for e in examples], predictions)
+
+    def record(self, example: TextExample, prediction: float, labels) -> dict[str, Any]:
+        rec: dict[str, Any] = {"text": example.text}
+        if example.text_pair is not None:
+            rec["text_pair"] = example.text_pair
+        rec["score"] = round(float(prediction), 6)
+        if example.label is not None:
+            rec["gold"] = example.label
+        return rec
+
+
+CLASSIFICATION = ClassificationFamily()
+REGRESSION = RegressionFamily()

@@ -1,0 +1,235 @@
+"""Saving and loading fine-tuned models: one Hugging Face directory plus ``electra_task.json``.
+
+A fine-tuned model directory is what ``transformers`` expects
+(``config.json`` with ``architectures``, ``id2label``/``label2id``,
+``num_labels``, ``problem_type``; ``model.safetensors``; the tokenizer files)
+plus ``electra_task.json``, which records what our commands need to use it
+without further flags: the task, family, labels, feature settings (max length,
+doc stride), how the data was split, the recipe, the source model and seed.
+
+:func:`load_finetuned` also reads Hugging Face fine-tuned directories that
+have no ``electra_task.json`` (the family comes from ``architectures``, the
+labels from ``id2label``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import Tokenizer
+from torch import nn
+
+from electra.config import ConfigError, from_dict
+from electra.finetune.classification import CLASSIFICATION, REGRESSION
+from electra.finetune.common import Family, FeatureSettings
+from electra.finetune.qa import QA
+from electra.finetune.tagging import TAGGING
+from electra.hf import (
+    TOKENIZER_FILES,
+    CheckpointError,
+    atomic_write_bytes,
+    load_into,
+    read_config,
+    read_state_dict,
+    save_hf_directory,
+    unique_state_dict,
+)
+from electra.model import ElectraModel
+
+FAMILIES: dict[str, Family] = {
+    "classification": CLASSIFICATION,
+    "regression": REGRESSION,
+    "tagging": TAGGING,
+    "qa": QA,
+}
+TASK_FILE = "electra_task.json"
+FORMAT = 1
+
+
+def get_family(name: str) -> Family:
+    if name not in FAMILIES:
+        raise ValueError(f"unknown task family {name!r}; choose one of {', '.join(FAMILIES)}")
+    return FAMILIES[name]
+
+
+@dataclass
+class TaskInfo:
+    """Contents of ``electra_task.json``."""
+
+    task: str
+    family: str
+    labels: list[str] = field(default_factory=list)
+    main_metric: str = ""
+    qa_style: str = "squad"
+    tagging_level: str = "word"
+    features: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    recipe: dict[str, Any] = field(default_factory=dict)
+    source_model: str = ""
+    seed: int | None = None
+    best_epoch: int | None = None
+    dev_scores: dict[str, Any] = field(default_factory=dict)
+    created: str = ""
+    format: int = FORMAT
+
+    @property
+    def settings(self) -> FeatureSettings:
+        known = {f.name for f in dataclasses.fields(FeatureSettings)}
+        return FeatureSettings(**{k: v for k, v in self.features.items() if k in known})
+
+
+@dataclass
+class Finetuned:
+    """A loaded fine-tuned model, its tokenizer and task description."""
+
+    model: nn.Module
+    tokenizer: Tokenizer
+    info: TaskInfo
+    path: Path
+
+    @property
+    def family(self) -> Family:
+        return get_family(self.info.family)
+
+
+def hf_task_config(family: Family, labels: list[str]) -> dict[str, Any]:
+    """``config.json`` fields that make ``transformers`` build the right head."""
+    if family.name == "regression":
+        return {
+            "num_labels": 1,
+            "id2label": {"0": "LABEL_0"},
+            "label2id": {"LABEL_0": 0},
+            "problem_type": "regression",
+        }
+    if family.name == "qa":
+        return {"num_labels": 2}
+    extra: dict[str, Any] = {
+        "num_labels": len(labels),
+        "id2label": {str(i): label for i, label in enumerate(labels)},
+        "label2id": {label: i for i, label in enumerate(labels)},
+    }
+    if family.problem_type:
+        extra["problem_type"] = family.problem_type
+    return extra
+
+
+def copy_tokenizer(source: str | os.PathLike[str], out_dir: Path) -> None:
+    """Copy the tokenizer files of a model directory (or one tokenizer file) into ``out_dir``."""
+    src = Path(source)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if src.is_file():
+        name = "tokenizer.json" if src.suffix == ".json" else "vocab.txt"
+        shutil.copyfile(src, out_dir / name)
+        _ensure_tokenizer_config(out_dir)
+        return
+    copied = False
+    for name in TOKENIZER_FILES:
+        if (src / name).is_file():
+            if (src / name).resolve() != (out_dir / name).resolve():
+                shutil.copyfile(src / name, out_dir / name)
+            copied = copied or name in ("vocab.txt", "tokenizer.json")
+    if not copied:
+        raise CheckpointError(f"{src}: no tokenizer files (vocab.txt or tokenizer.json) to copy")
+    _ensure_tokenizer_config(out_dir)
+
+
+def _ensure_tokenizer_config(out_dir: Path) -> None:
+    """A vocab.txt alone would make ``transformers`` lower-case (its default); say what we did."""
+    cfg = out_dir / "tokenizer_config.json"
+    if cfg.is_file() or (out_dir / "tokenizer.json").is_file():
+        return
+    body = {"do_lower_case": False, "tokenizer_class": "ElectraTokenizer"}
+    atomic_write_bytes(cfg, (json.dumps(body, indent=2) + "\n").encode("utf-8"))
+
+
+def save_finetuned(
+    model: nn.Module,
+    out_dir: str | os.PathLike[str],
+    info: TaskInfo,
+    tokenizer_source: str | os.PathLike[str],
+) -> Path:
+    """Write ``model`` as a Hugging Face directory plus ``electra_task.json``."""
+    out = Path(out_dir)
+    family = get_family(info.family)
+    save_hf_directory(
+        unique_state_dict(model),
+        model.config,
+        family.architecture,
+        out,
+        **hf_task_config(family, info.labels),
+    )
+    copy_tokenizer(tokenizer_source, out)
+    body = json.dumps(dataclasses.asdict(info), indent=2, ensure_ascii=False) + "\n"
+    atomic_write_bytes(out / TASK_FILE, body.encode("utf-8"))
+    return out
+
+
+_ARCH_FAMILY = {
+    "ElectraForSequenceClassification": "classification",
+    "ElectraForTokenClassification": "tagging",
+    "ElectraForQuestionAnswering": "qa",
+}
+
+
+def read_task_info(model_dir: str | os.PathLike[str]) -> TaskInfo:
+    """``electra_task.json``, or a description inferred from a Hugging Face ``config.json``."""
+    d = Path(model_dir)
+    path = d / TASK_FILE
+    if path.is_file():
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise CheckpointError(f"{path}: not valid JSON ({exc})") from None
+        try:
+            return from_dict(TaskInfo, raw, source=str(path))
+        except ConfigError as exc:
+            raise CheckpointError(str(exc)) from None
+    _, cfg = read_config(d)
+    archs = cfg.get("architectures") or []
+    family = next((_ARCH_FAMILY[a] for a in archs if a in _ARCH_FAMILY), None)
+    if family is None:
+        raise CheckpointError(
+            f"{d}: not a fine-tuned model (no {TASK_FILE}, and architectures {archs} has no "
+            "task head); fine-tune it first with `electra finetune`"
+        )
+    if family == "classification" and cfg.get("problem_type") == "regression":
+        family = "regression"
+    labels: list[str] = []
+    if family in ("classification", "tagging"):
+        id2label = cfg.get("id2label") or {}
+        labels = [id2label[k] for k in sorted(id2label, key=int)]
+        if not labels:
+            raise CheckpointError(f"{d / 'config.json'}: no id2label for a {family} model")
+    features = {"max_length": 384 if family == "qa" else 128}
+    return TaskInfo(task="custom", family=family, labels=labels, features=features)
+
+
+def build_task_model(encoder: ElectraModel, info: TaskInfo) -> nn.Module:
+    family = get_family(info.family)
+    return family.build_model(encoder, max(1, len(info.labels)))
+
+
+def load_finetuned(
+    model_dir: str | os.PathLike[str], device: str | torch.device = "cpu"
+) -> Finetuned:
+    """The one loader of fine-tuned models (ours, or Hugging Face task directories)."""
+    from electra.hf import _normalise_keys, _weights_source
+    from electra.tokenizer import load_tokenizer
+
+    d = Path(model_dir)
+    if not d.is_dir():
+        raise FileNotFoundError(f"{d}: no such model directory")
+    info = read_task_info(d)
+    config, _ = read_config(d)
+    state = _normalise_keys(read_state_dict(d))
+    model = build_task_model(ElectraModel(config), info)
+    load_into(model, state, _weights_source(d))
+    model.to(device).eval()
+    return Finetuned(model=model, tokenizer=load_tokenizer(d), info=info, path=d)

@@ -1,0 +1,1009 @@
+"""Task registry and the datasets behind each task.
+
+Built-in tasks read the layout of ``shared/data`` (``--data-dir``, or the
+environment variable ``ELECTRA_DATA_DIR``, default ``<repo>/../shared/data``).
+Which file is train, dev and test, per task (``split_seed`` 42 by default;
+every seeded split is stratified by label for classification and grouped by
+article for QA so no paragraph leaks between splits):
+
+* **GLUE** (SST-2, CoLA, MRPC, STS-B, RTE, WNLI): the official dev set has
+  labels and the test set does not, so model selection uses a seeded 10%
+  slice of train as *dev* and the official dev set is reported as *test* (the
+  paper reports GLUE dev). MRPC's canonical GLUE train (3,668 pairs) is
+  rebuilt from ``msr_paraphrase_train.txt`` minus ``dev_ids.tsv`` when both are
+  present (the staged ``train.tsv`` misses one pair); the labelled MSRP test
+  set can be used with ``--test-file glue/MRPC/msr_paraphrase_test.txt``.
+  QNLI: only dev is staged, split 80/10/10 (with ``glue/QNLI/train.tsv``
+  present, e.g. from the download helper, the GLUE policy applies).
+* **KLUE** NLI, STS, NER: only dev files are staged; each is split 80/10/10
+  (train/dev/test). KorQuAD 1.0 (dev only) and XQuAD-en (one file): the same,
+  by article. When the official train file is there too (``--train-file``,
+  or ``klue-*-v1.1_train.*`` / ``KorQuAD_v1.0_train.json`` next to the dev
+  file, as the download helper puts them) train is train, dev is a 10% slice
+  of it, and the official dev file is the test set.
+* **KorNLI**: XNLI-ko dev and test are staged; without ``--train-file``
+  (``multinli.train.ko.tsv``) the dev set is split 80/20 into train and dev,
+  and the XNLI test set is the test set.
+* **KorSTS**, **WNUT-17**: official train/dev/test.
+* **NSMC**: from the official ``nsmc/ratings_train.txt``/``ratings_test.txt``
+  when present (dev = 10% of train), else built from the raw review files
+  (``nsmc/raw_subset``): rating 1-4 negative, 9-10 positive, 5-8 dropped,
+  de-duplicated, split 60/20/20 as in the workflow it replaces.
+* **custom**: ``--train-file`` (+ optional ``--dev-file``, ``--test-file``) in
+  CSV/TSV/JSON Lines with ``--text-column``, ``--text-pair-column``,
+  ``--label-column``; ``--task-type`` classification (default), regression,
+  tagging (CoNLL or JSON Lines tokens/tags) or qa (SQuAD JSON / JSON Lines).
+  Missing dev/test are split from train (10% each). Label sets are inferred
+  from train (a dev/test label absent from train is an error) and saved with
+  the model.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from electra.finetune.common import (
+    DatasetError,
+    Splits,
+    TaggingExample,
+    TextExample,
+    where,
+)
+from electra.finetune.readers import (
+    NSMC_LABELS,
+    read_conll,
+    read_json_array,
+    read_jsonl,
+    read_klue_ner,
+    read_nsmc_ratings,
+    read_nsmc_raw,
+    read_squad,
+    read_table,
+    read_tsv,
+    require_columns,
+    tagging_from_rows,
+    text_examples,
+)
+
+FAMILIES = ("classification", "regression", "tagging", "qa")
+
+
+def _default_data_dir() -> Path:
+    """``$ELECTRA_DATA_DIR``, else ``electra.paths.default_data_dir()``, else ``<repo>/../shared/data``."""
+    env = os.environ.get("ELECTRA_DATA_DIR")
+    if env:
+        return Path(env)
+    try:
+        from electra.paths import default_data_dir  # type: ignore[import-not-found]
+
+        return Path(default_data_dir())
+    except ImportError:
+        pass
+    return Path(__file__).resolve().parents[3].parent / "shared" / "data"
+
+
+def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path:
+    return Path(data_dir) if data_dir else _default_data_dir()
+
+
+@dataclass
+class DataOptions:
+    """Where the data is and how to split it (recorded with the model)."""
+
+    data_dir: str = ""
+    train_file: str = ""
+    dev_file: str = ""
+    test_file: str = ""
+    task_type: str = ""
+    text_column: str = ""
+    text_pair_column: str = ""
+    label_column: str = ""
+    split_seed: int = 42
+    dev_fraction: float = 0.1
+    test_fraction: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name in ("dev_fraction", "test_fraction"):
+            v = getattr(self, name)
+            if not 0 < v < 0.5:
+                raise ValueError(f"{name} must be in (0, 0.5), got {v}")
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A task: its family, metric, fixed labels (if any) and data loader."""
+
+    name: str
+    family: str
+    main_metric: str
+    description: str
+    loader: Callable[[TaskSpec, DataOptions], Splits]
+    labels: tuple[str, ...] | None = None
+    qa_style: str = "squad"
+    glue: str | None = None
+    reader: Callable[[Path], list[Any]] | None = None
+
+
+@dataclass
+class TaskData:
+    spec: TaskSpec
+    splits: Splits
+    labels: list[str]
+    options: DataOptions
+
+
+# ---------------------------------------------------------------------------
+# Seeded splits
+# ---------------------------------------------------------------------------
+
+
+def _allocate(n: int, fractions: Sequence[float]) -> list[int]:
+    """Split ``n`` into parts proportional to ``fractions`` (largest remainder)."""
+    raw = [n * f for f in fractions]
+    counts = [int(r) for r in raw]
+    order = sorted(range(len(raw)), key=lambda k: -(raw[k] - counts[k]))
+    for k in order[: n - sum(counts)]:
+        counts[k] += 1
+    return counts
+
+
+def seeded_split(
+    items: Sequence[Any],
+    fractions: Sequence[float],
+    seed: int,
+    key: Callable[[Any], Any] | None = None,
+    group: Callable[[Any], Any] | None = None,
+) -> list[list[Any]]:
+    """Split ``items`` into parts of the given fractions, reproducibly.
+
+    ``key`` stratifies (each class is split in the same proportions);
+    ``group`` keeps items of a group together (QA articles). Each part keeps
+    the original order of its items.
+    """
+    if abs(sum(fractions) - 1.0) > 1e-9:
+        raise ValueError(f"fractions must sum to 1, got {fractions}")
+    rng = random.Random(seed)
+    parts: list[list[int]] = [[] for _ in fractions]
+    if group is not None:
+        groups: dict[Any, list[int]] = {}
+        for i, it in enumerate(items):
+            groups.setdefault(group(it), []).append(i)
+        names = list(groups)
+        rng.shuffle(names)
+        targets = _allocate(len(items), fractions)
+        k = 0
+        # Fill the later (smaller) parts first so they get whole groups near their size.
+        for part in range(len(fractions) - 1, 0, -1):
+            while k < len(names) and len(parts[part]) < targets[part]:
+                parts[part].extend(groups[names[k]])
+                k += 1
+        for name in names[k:]:
+            parts[0].extend(groups[name])
+    else:
+        strata: dict[Any, list[int]] = {}
+        for i, it in enumerate(items):
+            strata.setdefault(key(it) if key else None, []).append(i)
+        for label in sorted(strata, key=repr):
+            idx = strata[label]
+            rng.shuffle(idx)
+            start = 0
+            for part, count in enumerate(_allocate(len(idx), fractions)):
+                parts[part].extend(idx[start : start + count])
+                start += count
+    return [[items[i] for i in sorted(p)] for p in parts]
+
+
+def _strata(family: str) -> dict[str, Callable[[Any], Any] | None]:
+    if family == "classification":
+        return {"key": lambda e: e.label}
+    if family == "qa":
+        return {"group": lambda e: e.title or e.context}
+    return {}
+
+
+def subsample(items: Sequence[Any], limit: int, seed: int) -> list[Any]:
+    """At most ``limit`` items, a seeded random subset in the original order (0 = all)."""
+    if not limit or limit >= len(items):
+        return list(items)
+    keep = sorted(random.Random(seed).sample(range(len(items)), limit))
+    return [items[i] for i in keep]
+
+
+# ---------------------------------------------------------------------------
+# Generic split policy
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Layout:
+    """Official files of a task (None: absent). ``pool``: a single file to split."""
+
+    train: Path | None = None
+    dev: Path | None = None
+    test: Path | None = None
+    pool: Path | None = None
+    test_note: str = ""
+
+
+def _exists(p: Path | None) -> Path | None:
+    return p if p is not None and p.is_file() else None
+
+
+def _assemble(
+    spec: TaskSpec,
+    opts: DataOptions,
+    layout: Layout,
+    reader: Callable[[Path], list[Any]],
+) -> Splits:
+    """Read the files and fill missing splits with seeded splits (see the module doc)."""
+    notes: dict[str, str] = {}
+    strata = _strata(spec.family)
+    seed = opts.split_seed
+
+    def read(kind: str, user: str, official: Path | None) -> list[Any] | None:
+        if user:
+            notes[kind] = f"{user}"
+            return reader(Path(user))
+        if official is not None and official.is_file():
+            notes[kind] = str(official)
+            return reader(official)
+        return None
+
+    train = read("train", opts.train_file, layout.train)
+    dev = read("dev", opts.dev_file, layout.dev)
+    test = read("test", opts.test_file, layout.test)
+    if test is not None and not opts.test_file and layout.test_note:
+        notes["test"] += f" ({layout.test_note})"
+    pool = None
+    if layout.pool is not None and (train is None or test is None):
+        if not layout.pool.is_file():
+            raise FileNotFoundError(
+                f"{layout.pool}: data file of task {spec.name!r} not found "
+                "(set --data-dir or ELECTRA_DATA_DIR, or run the download helper)"
+            )
+        pool = reader(layout.pool)
+    f_dev, f_test = opts.dev_fraction, opts.test_fraction
+    how = f"split_seed {seed}"
+    if train is None:
+        if pool is not None:
+            src = str(layout.pool)
+            if dev is None and test is None:
+                train, dev, test = seeded_split(
+                    pool, [1 - f_dev - f_test, f_dev, f_test], seed, **strata
+                )
+                notes["train"] = f"{src}: seeded {1 - f_dev - f_test:.0%} ({how})"
+                notes["dev"] = f"{src}: seeded {f_dev:.0%} ({how})"
+                notes["test"] = f"{src}: seeded {f_test:.0%} ({how})"
+            elif dev is None:
+                train, dev = seeded_split(pool, [1 - f_dev, f_dev], seed, **strata)
+                notes["train"] = f"{src}: seeded {1 - f_dev:.0%} ({how})"
+                notes["dev"] = f"{src}: seeded {f_dev:.0%} ({how})"
+            elif test is None:
+                train, test = seeded_split(pool, [1 - f_test, f_test], seed, **strata)
+                notes["train"] = f"{src}: seeded {1 - f_test:.0%} ({how})"
+                notes["test"] = f"{src}: seeded {f_test:.0%} ({how})"
+            else:
+                train = pool
+                notes["train"] = src
+        elif dev is not None:
+            src = notes["dev"]
+            train, dev = seeded_split(dev, [0.8, 0.2], seed, **strata)
+            notes["train"] = f"{src}: seeded 80% ({how}; no training file)"
+            notes["dev"] = f"{src}: seeded 20% ({how})"
+        else:
+            raise DatasetError(
+                f"task {spec.name!r}: no training data found; pass --train-file "
+                f"(or --data-dir pointing at the shared data layout)"
+            )
+    else:
+        if test is None and pool is not None:
+            test = pool
+            notes["test"] = f"{layout.pool}"
+        if dev is None:
+            src = notes["train"]
+            train, dev = seeded_split(train, [1 - f_dev, f_dev], seed, **strata)
+            notes["train"] = f"{src}: seeded {1 - f_dev:.0%} ({how})"
+            notes["dev"] = f"{src}: seeded {f_dev:.0%} ({how})"
+    if test is None:
+        notes["test"] = "none (no test file; pass --test-file)"
+    return Splits(train=train, dev=dev or [], test=test or [], notes=notes)
+
+
+# ---------------------------------------------------------------------------
+# Readers per task
+# ---------------------------------------------------------------------------
+
+
+def _glue_reader(
+    text: str,
+    pair: str | None,
+    label: str,
+    labels: dict[str, str] | None,
+    regression: bool = False,
+    header: bool = True,
+    columns: list[str] | None = None,
+) -> Callable[[Path], list[TextExample]]:
+    def read(path: Path) -> list[TextExample]:
+        names, rows = read_tsv(path, header=header, columns=columns)
+        require_columns(path, names, {"--text-column": text})
+        if pair:
+            require_columns(path, names, {"--text-pair-column": pair})
+        require_columns(path, names, {"--label-column": label})
+        return text_examples(path, rows, text, pair, label, regression, labels)
+
+    return read
+
+
+def _klue_json_reader(text: str, pair: str, regression: bool, labels: dict[str, str] | None):
+    def read(path: Path) -> list[TextExample]:
+        _, rows = read_json_array(path)
+        flat = []
+        for n, row in rows:
+            row = dict(row)
+            if regression:
+                lab = row.get("labels")
+                if not isinstance(lab, dict) or "label" not in lab:
+                    raise DatasetError(f"{where(path, n, 'labels.label')}: missing value")
+                row["label"] = lab["label"]
+            else:
+                if "gold_label" not in row:
+                    raise DatasetError(f"{where(path, n, 'gold_label')}: missing value")
+                row["label"] = row["gold_label"]
+            flat.append((n, row))
+        return text_examples(path, flat, text, pair, "label", regression, labels)
+
+    return read
+
+
+def _layout_glue(name: str, train: str = "train.tsv", dev: str = "dev.tsv"):
+    def layout(d: Path) -> Layout:
+        return Layout(
+            train=d / "glue" / name / train,
+            test=d / "glue" / name / dev,
+            test_note="official GLUE dev set, reported as test",
+        )
+
+    return layout
+
+
+def _builtin(
+    layout: Callable[[Path], Layout], reader: Callable[[Path], list[Any]]
+) -> Callable[[TaskSpec, DataOptions], Splits]:
+    def load(spec: TaskSpec, opts: DataOptions) -> Splits:
+        d = resolve_data_dir(opts.data_dir)
+        lay = layout(d)
+        official = [p for p in (lay.train, lay.dev, lay.test, lay.pool) if p is not None]
+        if not opts.train_file and official and not any(p.is_file() for p in official):
+            raise FileNotFoundError(
+                f"task {spec.name!r}: none of its data files exist under {d} "
+                f"(looked for {', '.join(str(p) for p in official)}); set --data-dir or "
+                "ELECTRA_DATA_DIR, pass --train-file, or run the download helper"
+            )
+        return _assemble(spec, opts, lay, reader)
+
+    load.reader = reader  # type: ignore[attr-defined]
+    return load
+
+
+def _mrpc_layout(d: Path) -> Layout:
+    """GLUE MRPC; train rebuilt from msr_paraphrase_train.txt minus dev_ids.tsv when present."""
+    base = d / "glue" / "MRPC"
+    raw = base / "msr_paraphrase_train.txt"
+    canonical = raw.is_file() and (base / "dev_ids.tsv").is_file()
+    return Layout(
+        train=raw if canonical else base / "train.tsv",
+        test=base / "dev.tsv",
+        test_note="official GLUE dev set, reported as test",
+    )
+
+
+def _mrpc_train(path: Path) -> list[TextExample]:
+    """MRPC rows; ``msr_paraphrase_train.txt`` loses the GLUE dev pairs (``dev_ids.tsv``)."""
+    raw = path
+    ids = path.parent / "dev_ids.tsv"
+    reader = _glue_reader("#1 String", "#2 String", "Quality", MRPC_LABELS)
+    if path.name == "msr_paraphrase_train.txt" and ids.is_file():
+        dev_ids = set()
+        for line in ids.read_text(encoding="utf-8-sig").split("\n"):
+            if line.strip():
+                a, b = line.strip().split("\t")
+                dev_ids.add((a, b))
+        names, rows = read_tsv(raw)
+        keep = [(n, r) for n, r in rows if (r["#1 ID"], r["#2 ID"]) not in dev_ids]
+        return text_examples(raw, keep, "#1 String", "#2 String", "Quality", False, MRPC_LABELS)
+    return reader(path)
+
+
+def _nsmc_read(p: Path) -> list[TextExample]:
+    """A directory of raw review files, or an official ratings_*.txt."""
+    if p.is_dir():
+        return read_nsmc_raw(p)[0]
+    return read_nsmc_ratings(p)
+
+
+def _nsmc_loader(spec: TaskSpec, opts: DataOptions) -> Splits:
+    d = resolve_data_dir(opts.data_dir) / "nsmc"
+    seed = opts.split_seed
+    strata = _strata("classification")
+
+    read = _nsmc_read
+    train_p = Path(opts.train_file) if opts.train_file else None
+    if train_p is None and (d / "ratings_train.txt").is_file():
+        train_p = d / "ratings_train.txt"
+    notes: dict[str, str] = {}
+    if train_p is not None:
+        train = read(train_p)
+        notes["train"] = str(train_p)
+        test_p = Path(opts.test_file) if opts.test_file else d / "ratings_test.txt"
+        test = read(test_p) if test_p.is_file() or test_p.is_dir() else []
+        notes["test"] = str(test_p) if test else "none (no ratings_test.txt; pass --test-file)"
+        if opts.dev_file:
+            dev = read(Path(opts.dev_file))
+            notes["dev"] = opts.dev_file
+        else:
+            train, dev = seeded_split(train, [0.9, 0.1], seed, **strata)
+            notes["train"] += f": seeded 90% (split_seed {seed})"
+            notes["dev"] = f"{train_p}: seeded 10% (split_seed {seed})"
+        return Splits(train, dev, test, notes)
+    raw = d / "raw_subset"
+    if not raw.is_dir():
+        raise FileNotFoundError(
+            f"{raw}: NSMC raw review files not found, and no {d / 'ratings_train.txt'}; set "
+            "--data-dir or ELECTRA_DATA_DIR, pass --train-file ratings_train.txt, or run the "
+            "download helper"
+        )
+    examples, stats = read_nsmc_raw(raw)
+    train, dev, test = seeded_split(examples, [0.6, 0.2, 0.2], seed, **strata)
+    built = (
+        f"{raw}: NSMC rule (1-4 negative, 9-10 positive, 5-8 dropped), de-duplicated "
+        f"({stats['kept']} of {stats['reviews']} reviews kept; dropped "
+        f"{stats['neutral_5_8']} neutral, {stats['duplicate_id'] + stats['duplicate_text']} "
+        f"duplicates, {stats['conflicting_text']} with conflicting labels, {stats['empty']} empty)"
+    )
+    notes = {
+        "source": built,
+        "train": f"seeded stratified 60% (split_seed {seed})",
+        "dev": f"seeded stratified 20% (split_seed {seed})",
+        "test": f"seeded stratified 20% (split_seed {seed})",
+    }
+    for kind in ("dev", "test"):
+        if getattr(opts, f"{kind}_file"):
+            p = Path(getattr(opts, f"{kind}_file"))
+            if kind == "dev":
+                dev = read(p)
+            else:
+                test = read(p)
+            notes[kind] = str(p)
+    return Splits(train, dev, test, notes)
+
+
+def _custom_reader(opts: DataOptions, family: str) -> Callable[[Path], list[Any]]:
+    if family == "qa":
+        return lambda p: read_squad(p)
+    if family == "tagging":
+
+        def read_tags(p: Path) -> list[TaggingExample]:
+            if p.suffix.lower() in (".jsonl", ".ndjson", ".json"):
+                _, rows = read_jsonl(p) if p.suffix.lower() != ".json" else read_json_array(p)
+                cols = list(rows[0][1]) if rows else []
+                tok_col = opts.text_column or "tokens"
+                tag_col = opts.label_column or "tags"
+                require_columns(p, cols, {"--text-column": tok_col, "--label-column": tag_col})
+                return tagging_from_rows(p, rows, tok_col, tag_col)
+            return read_conll(p)
+
+        return read_tags
+    text_col = opts.text_column or "text"
+    label_col = opts.label_column or "label"
+    pair_col = opts.text_pair_column or None
+
+    def read(p: Path) -> list[TextExample]:
+        names, rows = read_table(p)
+        needed = {"--text-column": text_col, "--label-column": label_col}
+        if pair_col:
+            needed["--text-pair-column"] = pair_col
+        if p.suffix.lower() in (".csv", ".tsv", ".tab"):
+            require_columns(p, names, needed)
+        return text_examples(p, rows, text_col, pair_col, label_col, family == "regression")
+
+    return read
+
+
+def _custom_loader(spec: TaskSpec, opts: DataOptions) -> Splits:
+    if not opts.train_file:
+        raise ValueError(
+            "task 'custom' needs --train-file (and optionally --dev-file, --test-file), "
+            "with --text-column/--text-pair-column/--label-column for tables"
+        )
+    family = opts.task_type or "classification"
+    if family not in FAMILIES:
+        raise ValueError(f"--task-type must be one of {', '.join(FAMILIES)}; got {family!r}")
+    reader = _custom_reader(opts, family)
+    spec = replace(spec, family=family)
+    splits = _assemble(spec, opts, Layout(), reader)
+    if not opts.test_file:
+        # carve a test split from train as well
+        src = splits.notes["train"]
+        f = (
+            opts.test_fraction / (1 - opts.dev_fraction)
+            if not opts.dev_file
+            else opts.test_fraction
+        )
+        splits.train, splits.test = seeded_split(
+            splits.train, [1 - f, f], opts.split_seed + 1, **_strata(family)
+        )
+        splits.notes["train"] = f"{src}, then seeded {1 - f:.0%} of that"
+        splits.notes["test"] = f"{src}: seeded slice (split_seed {opts.split_seed + 1})"
+    return splits
+
+
+# ---------------------------------------------------------------------------
+# The registry
+# ---------------------------------------------------------------------------
+
+BINARY = {"0": "negative", "1": "positive"}
+COLA_LABELS = {"0": "unacceptable", "1": "acceptable"}
+MRPC_LABELS = {"0": "not_equivalent", "1": "equivalent"}
+WNLI_LABELS = {"0": "not_entailment", "1": "entailment"}
+RTE_LABELS = {"entailment": "entailment", "not_entailment": "not_entailment"}
+NLI3 = {"entailment": "entailment", "neutral": "neutral", "contradiction": "contradiction"}
+WNUT_TAGS = ("O",) + tuple(
+    f"{p}-{t}"
+    for t in ("corporation", "creative-work", "group", "location", "person", "product")
+    for p in ("B", "I")
+)
+KLUE_NER_TAGS = ("O",) + tuple(
+    f"{p}-{t}" for t in ("PS", "LC", "OG", "DT", "TI", "QT") for p in ("B", "I")
+)
+
+
+def _fixed(mapping: dict[str, str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(mapping.values()))
+
+
+def _single(d: Path, *parts: str, train: str | None = None) -> Layout:
+    """A dev-only set (split 80/10/10), unless its official train file is there too:
+    then train is train and the official dev set is reported as test (as for GLUE)."""
+    pool = d.joinpath(*parts)
+    if train is not None and (pool.parent / train).is_file():
+        return Layout(
+            train=pool.parent / train, test=pool, test_note="official dev set, reported as test"
+        )
+    return Layout(pool=pool)
+
+
+TASKS: dict[str, TaskSpec] = {}
+
+
+def register(spec: TaskSpec) -> TaskSpec:
+    """Add a task to the registry (also for users' own tasks in Python)."""
+    if spec.family not in FAMILIES:
+        raise ValueError(f"task {spec.name!r}: unknown family {spec.family!r}")
+    if spec.reader is None and hasattr(spec.loader, "reader"):
+        spec = replace(spec, reader=spec.loader.reader)
+    TASKS[spec.name] = spec
+    return spec
+
+
+for _spec in [
+    TaskSpec(
+        "nsmc",
+        "classification",
+        "accuracy",
+        "Naver movie review sentiment (Korean, binary)",
+        _nsmc_loader,
+        labels=NSMC_LABELS,
+        reader=_nsmc_read,
+    ),
+    TaskSpec(
+        "sst2",
+        "classification",
+        "accuracy",
+        "GLUE SST-2 sentiment",
+        _builtin(_layout_glue("SST-2"), _glue_reader("sentence", None, "label", BINARY)),
+        labels=_fixed(BINARY),
+        glue="sst2",
+    ),
+    TaskSpec(
+        "cola",
+        "classification",
+        "mcc",
+        "GLUE CoLA acceptability (Matthews correlation)",
+        _builtin(
+            _layout_glue("CoLA"),
+            _glue_reader(
+                "sentence",
+                None,
+                "label",
+                COLA_LABELS,
+                header=False,
+                columns=["source", "label", "mark", "sentence"],
+            ),
+        ),
+        labels=_fixed(COLA_LABELS),
+        glue="cola",
+    ),
+    TaskSpec(
+        "mrpc",
+        "classification",
+        "acc_and_f1",
+        "GLUE MRPC paraphrase (accuracy and F1)",
+        _builtin(_mrpc_layout, _mrpc_train),
+        labels=_fixed(MRPC_LABELS),
+        glue="mrpc",
+    ),
+    TaskSpec(
+        "stsb",
+        "regression",
+        "spearman",
+        "GLUE STS-B similarity 0-5 (Spearman; Pearson reported)",
+        _builtin(
+            _layout_glue("STS-B"), _glue_reader("sentence1", "sentence2", "score", None, True)
+        ),
+        glue="stsb",
+    ),
+    TaskSpec(
+        "rte",
+        "classification",
+        "accuracy",
+        "GLUE RTE entailment",
+        _builtin(_layout_glue("RTE"), _glue_reader("sentence1", "sentence2", "label", RTE_LABELS)),
+        labels=_fixed(RTE_LABELS),
+        glue="rte",
+    ),
+    TaskSpec(
+        "qnli",
+        "classification",
+        "accuracy",
+        "GLUE QNLI (only dev staged: split 80/10/10)",
+        _builtin(
+            lambda d: _single(d, "glue", "QNLI", "dev.tsv", train="train.tsv"),
+            _glue_reader("question", "sentence", "label", RTE_LABELS),
+        ),
+        labels=_fixed(RTE_LABELS),
+        glue="qnli",
+    ),
+    TaskSpec(
+        "wnli",
+        "classification",
+        "accuracy",
+        "GLUE WNLI (excluded from the GLUE average, as in BERT/ELECTRA)",
+        _builtin(
+            _layout_glue("WNLI"), _glue_reader("sentence1", "sentence2", "label", WNLI_LABELS)
+        ),
+        labels=_fixed(WNLI_LABELS),
+        glue="wnli",
+    ),
+    TaskSpec(
+        "klue-nli",
+        "classification",
+        "accuracy",
+        "KLUE NLI (dev only: split 80/10/10)",
+        _builtin(
+            lambda d: _single(
+                d, "klue", "nli", "klue-nli-v1.1_dev.json", train="klue-nli-v1.1_train.json"
+            ),
+            _klue_json_reader("premise", "hypothesis", False, NLI3),
+        ),
+        labels=_fixed(NLI3),
+    ),
+    TaskSpec(
+        "klue-sts",
+        "regression",
+        "pearson",
+        "KLUE STS 0-5 (dev only: split 80/10/10; Pearson as KLUE)",
+        _builtin(
+            lambda d: _single(
+                d, "klue", "sts", "klue-sts-v1.1_dev.json", train="klue-sts-v1.1_train.json"
+            ),
+            _klue_json_reader("sentence1", "sentence2", True, None),
+        ),
+    ),
+    TaskSpec(
+        "klue-ner",
+        "tagging",
+        "f1",
+        "KLUE NER, character-level BIO (dev only: split 80/10/10)",
+        _builtin(
+            lambda d: _single(
+                d, "klue", "ner", "klue-ner-v1.1_dev.tsv", train="klue-ner-v1.1_train.tsv"
+            ),
+            read_klue_ner,
+        ),
+        labels=KLUE_NER_TAGS,
+    ),
+    TaskSpec(
+        "kornli",
+        "classification",
+        "accuracy",
+        "KorNLI (XNLI-ko dev as dev, test as test; train via --train-file)",
+        _builtin(
+            lambda d: Layout(
+                train=d / "korean" / "kornli" / "multinli.train.ko.tsv",
+                dev=d / "korean" / "kornli" / "xnli.dev.ko.tsv",
+                test=d / "korean" / "kornli" / "xnli.test.ko.tsv",
+            ),
+            _glue_reader("sentence1", "sentence2", "gold_label", NLI3),
+        ),
+        labels=_fixed(NLI3),
+    ),
+    TaskSpec(
+        "korsts",
+        "regression",
+        "spearman",
+        "KorSTS similarity 0-5 (official train/dev/test)",
+        _builtin(
+            lambda d: Layout(
+                train=d / "korean" / "korsts" / "sts-train.tsv",
+                dev=d / "korean" / "korsts" / "sts-dev.tsv",
+                test=d / "korean" / "korsts" / "sts-test.tsv",
+            ),
+            _glue_reader("sentence1", "sentence2", "score", None, True),
+        ),
+    ),
+    TaskSpec(
+        "wnut17",
+        "tagging",
+        "f1",
+        "WNUT-17 emerging entities, word-level BIO (official train/dev/test)",
+        _builtin(
+            lambda d: Layout(
+                train=d / "ner" / "wnut17" / "wnut17train.conll",
+                dev=d / "ner" / "wnut17" / "emerging.dev.conll",
+                test=d / "ner" / "wnut17" / "emerging.test.annotated",
+            ),
+            read_conll,
+        ),
+        labels=WNUT_TAGS,
+    ),
+    TaskSpec(
+        "korquad",
+        "qa",
+        "f1",
+        "KorQuAD 1.0 (dev only: split 80/10/10 by article; KorQuAD EM/F1)",
+        _builtin(
+            lambda d: _single(
+                d, "qa", "korquad", "KorQuAD_v1.0_dev.json", train="KorQuAD_v1.0_train.json"
+            ),
+            read_squad,
+        ),
+        qa_style="korquad",
+    ),
+    TaskSpec(
+        "xquad-en",
+        "qa",
+        "f1",
+        "XQuAD English (SQuAD v1.1 dev subset; split 80/10/10 by article)",
+        _builtin(lambda d: _single(d, "qa", "xquad", "xquad.en.json"), read_squad),
+    ),
+    TaskSpec(
+        "squad",
+        "qa",
+        "f1",
+        "SQuAD v1.1 (qa/squad/train-v1.1.json, dev-v1.1.json as test; or --train-file)",
+        _builtin(
+            lambda d: Layout(
+                train=d / "qa" / "squad" / "train-v1.1.json",
+                test=d / "qa" / "squad" / "dev-v1.1.json",
+                test_note="official SQuAD dev set, reported as test",
+            ),
+            read_squad,
+        ),
+    ),
+    TaskSpec(
+        "custom",
+        "classification",
+        "",
+        "your own CSV/TSV/JSONL/CoNLL/SQuAD files (--train-file, --task-type)",
+        _custom_loader,
+    ),
+]:
+    register(_spec)
+
+ALIASES = {
+    "sst-2": "sst2",
+    "sts-b": "stsb",
+    "klue_nli": "klue-nli",
+    "klue_sts": "klue-sts",
+    "klue_ner": "klue-ner",
+    "wnut-17": "wnut17",
+    "wnut": "wnut17",
+    "xquad": "xquad-en",
+    "korquad1": "korquad",
+}
+
+DEFAULT_MAIN_METRIC = {
+    "classification": "accuracy",
+    "regression": "spearman",
+    "tagging": "f1",
+    "qa": "f1",
+}
+
+
+def get_task(name: str) -> TaskSpec:
+    """The task called ``name`` (case-insensitive, a few aliases); clear error otherwise."""
+    key = name.strip().lower()
+    key = ALIASES.get(key, key)
+    if key not in TASKS:
+        close = difflib.get_close_matches(key, list(TASKS) + list(ALIASES), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown task {name!r}{hint}; known tasks: {', '.join(sorted(TASKS))}")
+    return TASKS[key]
+
+
+# ---------------------------------------------------------------------------
+# Labels
+# ---------------------------------------------------------------------------
+
+
+def _label_sort_key(label: str) -> tuple[int, float, str]:
+    try:
+        return (0, float(label), label)
+    except ValueError:
+        return (1, 0.0, label)
+
+
+def infer_labels(spec: TaskSpec, train: Sequence[Any]) -> list[str]:
+    """The label set: fixed for built-in tasks, else inferred from train."""
+    if spec.family in ("regression", "qa"):
+        return []
+    if spec.labels is not None:
+        return list(spec.labels)
+    if spec.family == "tagging":
+        tags = {t for e in train for t in (e.tags or [])}
+        types = sorted({t[2:] for t in tags if t != "O"})
+        return ["O"] + [f"{p}-{t}" for t in types for p in ("B", "I")]
+    return sorted({e.label for e in train}, key=_label_sort_key)
+
+
+def check_labels(
+    spec: TaskSpec, splits: Splits, labels: Sequence[str], origin: str | None = None
+) -> None:
+    """Every dev/test label must be one the model can predict (i.e. seen in train)."""
+    if spec.family in ("regression", "qa"):
+        return
+    known = set(labels)
+    if origin is None:
+        origin = "the task's label set" if spec.labels is not None else "train"
+    for kind in ("train", "dev", "test"):
+        for e in getattr(splits, kind):
+            if spec.family == "tagging":
+                bad = next((t for t in (e.tags or []) if t not in known), None)
+                if bad is not None:
+                    raise DatasetError(
+                        f"{e.source}, field 'tag': {kind} tag {bad!r} does not occur in "
+                        f"{origin} (tags: {', '.join(labels)})"
+                    )
+            elif e.label is not None and e.label not in known:
+                raise DatasetError(
+                    f"{e.source}, field 'label': {kind} label {e.label!r} does not occur in "
+                    f"{origin} (labels: {', '.join(map(str, labels))})"
+                )
+
+
+def load_task_data(
+    task: str | TaskSpec,
+    options: DataOptions | None = None,
+    labels: Sequence[str] | None = None,
+) -> TaskData:
+    """Read and split a task's data; ``labels`` (of a trained model) fixes the label set."""
+    opts = options or DataOptions()
+    spec = get_task(task) if isinstance(task, str) else task
+    if spec.name == "custom":
+        family = opts.task_type or "classification"
+        if family not in FAMILIES:
+            raise ValueError(f"--task-type must be one of {', '.join(FAMILIES)}; got {family!r}")
+        spec = replace(spec, family=family, main_metric=DEFAULT_MAIN_METRIC[family])
+    elif opts.task_type and opts.task_type != spec.family:
+        raise ValueError(
+            f"--task-type {opts.task_type!r} does not fit task {spec.name!r} ({spec.family})"
+        )
+    splits = spec.loader(spec, opts)
+    if not splits.train:
+        raise DatasetError(f"task {spec.name!r}: the training split is empty")
+    if not splits.dev:
+        raise DatasetError(f"task {spec.name!r}: the dev split is empty (too few examples?)")
+    label_list = list(labels) if labels is not None else infer_labels(spec, splits.train)
+    check_labels(spec, splits, label_list)
+    return TaskData(spec=spec, splits=splits, labels=label_list, options=opts)
+
+
+def read_task_file(
+    spec: TaskSpec, path: str | os.PathLike[str], options: DataOptions | None = None
+) -> list[Any]:
+    """Examples of one file in the task's format (for ``electra evaluate --test-file``)."""
+    opts = options or DataOptions()
+    p = Path(path)
+    if spec.name == "custom" or spec.reader is None:
+        return _custom_reader(opts, spec.family)(p)
+    return spec.reader(p)
+
+
+# ---------------------------------------------------------------------------
+# GLUE score
+# ---------------------------------------------------------------------------
+
+GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte")
+
+
+def glue_task_score(task: str, metrics: dict[str, float], convention: str = "paper") -> float:
+    """The number one GLUE task contributes to the average.
+
+    ``paper`` (ELECTRA, section 3.1): Matthews correlation for CoLA, Spearman
+    for STS-B, accuracy for every other task (MRPC and QQP included).
+    ``glue`` (the GLUE leaderboard): MRPC and QQP average F1 and accuracy,
+    STS-B averages Pearson and Spearman.
+    """
+    if convention not in ("paper", "glue"):
+        raise ValueError(f"convention must be 'paper' or 'glue', got {convention!r}")
+    if task == "cola":
+        return metrics["mcc"]
+    if task == "stsb":
+        return metrics["spearman"] if convention == "paper" else metrics["corr"]
+    if task in ("mrpc", "qqp") and convention == "glue":
+        return (metrics["accuracy"] + metrics["f1"]) / 2
+    return metrics["accuracy"]
+
+
+def glue_average(
+    scores: dict[str, dict[str, float]], convention: str = "paper", include_wnli: bool = False
+) -> dict[str, Any]:
+    """The GLUE score of per-task metrics (``{"cola": {"mcc": ...}, "sst2": {...}}``).
+
+    The average is over the tasks given (the paper's score uses all eight:
+    CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE); WNLI is left out unless
+    ``include_wnli``, as BERT and ELECTRA do. Returns the average, the
+    per-task numbers, and which of the eight are missing.
+    """
+    names = {ALIASES.get(k.lower(), k.lower()): v for k, v in scores.items()}
+    per_task = {}
+    for task, metrics in names.items():
+        if task == "wnli" and not include_wnli:
+            continue
+        if task not in GLUE_TASKS and task != "wnli":
+            raise ValueError(f"{task!r} is not a GLUE task ({', '.join(GLUE_TASKS)}, wnli)")
+        try:
+            per_task[task] = glue_task_score(task, metrics, convention)
+        except KeyError as exc:
+            raise ValueError(
+                f"GLUE {task}: metric {exc.args[0]!r} missing from the scores"
+            ) from None
+    if not per_task:
+        raise ValueError("no GLUE task scores to average")
+    return {
+        "average": sum(per_task.values()) / len(per_task),
+        "per_task": per_task,
+        "convention": convention,
+        "missing": [t for t in GLUE_TASKS if t not in per_task],
+    }
+
+
+def describe_tasks() -> list[dict[str, Any]]:
+    return [
+        {"name": s.name, "family": s.family, "main_metric": s.main_metric, "about": s.description}
+        for s in TASKS.values()
+    ]
+
+
+__all__ = [
+    "DataOptions",
+    "TaskData",
+    "TaskSpec",
+    "TASKS",
+    "check_labels",
+    "get_task",
+    "infer_labels",
+    "load_task_data",
+    "register",
+    "resolve_data_dir",
+    "seeded_split",
+    "subsample",
+    "glue_average",
+    "read_task_file",
+]

@@ -1,0 +1,114 @@
+"""Shared helpers of the fine-tuning tests: tiny models on real vocabularies, data paths.
+
+Imported by ``tests/test_finetune_*.py`` (``from finetune_fixtures import ...``);
+the fixtures are session-scoped so each tiny model is built once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from electra.config import preset
+from electra.finetune.tasks import resolve_data_dir
+from electra.hf import export_discriminator
+from electra.model import ElectraDiscriminator
+
+DATA = resolve_data_dir(None)
+KO_VOCAB = DATA / "extras" / "koelectra-v1-vocab" / "vocab.txt"
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def cli_env() -> dict[str, str]:
+    """Environment for ``python -m electra.cli`` subprocesses: this checkout, one thread."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
+    env["ELECTRA_DATA_DIR"] = str(DATA)
+    env["OMP_NUM_THREADS"] = "1"
+    env["TOKENIZERS_PARALLELISM"] = "false"
+    return env
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "electra.cli", *args]
+
+
+@pytest.fixture()
+def one_thread() -> Iterator[None]:
+    """Tiny models run fastest, and without contention on a shared CPU, on one thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def write_tokenizer_dir(path: Path, vocab: list[str] | Path, lowercase: bool) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    if isinstance(vocab, Path):
+        shutil.copyfile(vocab, path / "vocab.txt")
+    else:
+        (path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    (path / "tokenizer_config.json").write_text(
+        json.dumps({"do_lower_case": lowercase, "tokenizer_class": "ElectraTokenizer"}),
+        encoding="utf-8",
+    )
+    return path
+
+
+def tiny_model(
+    out: Path, tokenizer_dir: Path, vocab_size: int, seed: int = 0, **overrides: object
+) -> Path:
+    """Random tiny discriminator (2 layers, hidden 64, embeddings 32 projected) as a HF dir."""
+    torch.manual_seed(seed)
+    cfg = preset("tiny", vocab_size=vocab_size, max_position_embeddings=256, **overrides)
+    return export_discriminator(ElectraDiscriminator(cfg), out, tokenizer_dir=tokenizer_dir)
+
+
+def english_vocab(size: int = 3000) -> list[str]:
+    """A lower-cased WordPiece vocabulary trained on slices of the staged English data."""
+    from tokenizers import BertWordPieceTokenizer
+
+    texts: list[str] = []
+    for name, col in (("SST-2", 0), ("RTE", 1), ("STS-B", 7)):
+        lines = (DATA / "glue" / name / "train.tsv").read_text(encoding="utf-8").split("\n")[1:2000]
+        texts += [ln.split("\t")[col] for ln in lines if ln.count("\t") >= col]
+    wnut = (DATA / "ner" / "wnut17" / "wnut17train.conll").read_text(encoding="utf-8")
+    texts.append(" ".join(ln.split("\t")[0] for ln in wnut.split("\n")[:20000]))
+    tok = BertWordPieceTokenizer(lowercase=True)
+    tok.train_from_iterator(texts, vocab_size=size, min_frequency=2, show_progress=False)
+    vocab = tok.get_vocab()
+    return [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+
+
+@pytest.fixture(scope="session")
+def ko_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Tiny random model with the real KoELECTRA v1 vocabulary (32,200 tokens, cased)."""
+    root = tmp_path_factory.mktemp("ko")
+    tok = write_tokenizer_dir(root / "tok", KO_VOCAB, lowercase=False)
+    return tiny_model(root / "model", tok, 32200)
+
+
+@pytest.fixture(scope="session")
+def en_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("en")
+    return write_tokenizer_dir(root / "tok", english_vocab(), lowercase=True)
+
+
+@pytest.fixture(scope="session")
+def en_model(tmp_path_factory: pytest.TempPathFactory, en_tokenizer_dir: Path) -> Path:
+    vocab = (en_tokenizer_dir / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    root = tmp_path_factory.mktemp("en-model")
+    return tiny_model(root / "model", en_tokenizer_dir, len([v for v in vocab if v]))
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
