@@ -37,6 +37,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "finetune": ("electra.finetune.run", "finetune_cli", "Fine-tune on a downstream task."),
     "evaluate": ("electra.finetune.run", "evaluate_cli", "Evaluate a fine-tuned model."),
     "predict": ("electra.finetune.run", "predict_cli", "Predict on a file (JSON Lines out)."),
+    "download": (
+        "electra.finetune.download",
+        "download_cli",
+        "Download fine-tuning data sets (when online).",
+    ),
     "compare": ("electra.compare", "compare_cli", "RTD vs MLM at equal pre-training FLOPs."),
     "report": ("electra.report", "report_cli", "Plots and an HTML page for a run."),
     "demo": ("electra.demo", "demo_cli", "The main job: vocabulary to fine-tuned model."),
