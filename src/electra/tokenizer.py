@@ -441,17 +441,19 @@ def _morpheme_marker(kiwi: Any) -> Any:
 
 
 def _iter_training_lines(corpus: Corpus, limit_bytes: int | None) -> Iterator[str]:
-    """Lines of the corpus; with a limit, an evenly spread sample of about that size."""
-    kept = seen = 0
+    """Lines of the corpus; with a limit, an evenly spread sample of about that size.
+
+    A document is kept while the text kept so far is below the limit times
+    the share of the input files read so far, so the sample spreads over all
+    files whatever their format or compression.
+    """
+    kept = 0
+    total = max(corpus.total_bytes, 1)
     for _, doc in corpus.documents():
-        size = doc.nbytes
-        seen += size
         if limit_bytes is not None:
-            if kept >= limit_bytes:
-                break
-            if kept + size > limit_bytes * seen / max(corpus.total_bytes, 1) + size:
+            if kept >= limit_bytes * min(1.0, corpus.position / total):
                 continue
-        kept += size
+            kept += doc.nbytes
         yield from doc.lines
 
 
@@ -546,6 +548,7 @@ def train_tokenizer(
     hangul = False
     n_lines = n_bytes = 0
     sample: list[str] = []
+    seen, stride = 0, 1
     fd, tmp_name = tempfile.mkstemp(prefix=".training-text-", suffix=".tmp", dir=out)
     tmp = Path(tmp_name)
     try:
@@ -564,8 +567,12 @@ def train_tokenizer(
                 batch.clear()
 
             for line in _iter_training_lines(corpus, limit_bytes):
-                if len(sample) < 2000 and len(line) > 1:
+                seen += 1
+                if seen % stride == 0:  # an evenly spread sample of 1000-2000 lines
                     sample.append(line)
+                    if len(sample) >= 2000:
+                        sample = sample[1::2]
+                        stride *= 2
                 if not hangul and _HANGUL.search(line):
                     hangul = True
                 batch.append(line)
@@ -676,10 +683,8 @@ def _quality(tok: Tokenizer, sample: list[str]) -> tuple[float, float, bool | No
     n_tokens = sum(len(e.ids) for e in encodings)
     n_unk = sum(e.ids.count(unk) for e in encodings)
     n_words = sum(
-        len(enc.pre_tokenizer.pre_tokenize_str(enc.normalizer.normalize_str(s)))
-        for s in sample[:500]
+        len(enc.pre_tokenizer.pre_tokenize_str(enc.normalizer.normalize_str(s))) for s in sample
     )
-    n_tok_500 = sum(len(e.ids) for e in encodings[:500])
     korean = [
         (s, e)
         for s, e in zip(sample, encodings, strict=True)
@@ -691,7 +696,7 @@ def _quality(tok: Tokenizer, sample: list[str]) -> tuple[float, float, bool | No
             "".join(enc.decode(e.ids).split()) == "".join(enc.normalizer.normalize_str(s).split())
             for s, e in korean
         )
-    return n_unk / max(n_tokens, 1), n_tok_500 / max(n_words, 1), round_trip
+    return n_unk / max(n_tokens, 1), n_tokens / max(n_words, 1), round_trip
 
 
 # ---------------------------------------------------------------------------
