@@ -552,6 +552,12 @@ def train_tokenizer(
     fd, tmp_name = tempfile.mkstemp(prefix=".training-text-", suffix=".tmp", dir=out)
     tmp = Path(tmp_name)
     try:
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            what = "segment morphemes" if marker is not None else "read corpus"
+            bar = tqdm(total=corpus.total_bytes, unit="B", unit_scale=True, desc=what)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             limit_bytes = int(limit_mb * 1e6) if limit_mb else None
             batch: list[str] = []
@@ -565,6 +571,8 @@ def train_tokenizer(
                     lines = marker([s.replace(MORPHEME_MARK, " ") for s in lines])
                 f.write("\n".join(lines) + "\n")
                 batch.clear()
+                if bar is not None:
+                    bar.update(corpus.position - bar.n)
 
             for line in _iter_training_lines(corpus, limit_bytes):
                 seen += 1
@@ -580,6 +588,9 @@ def train_tokenizer(
                     flush()
             if batch:
                 flush()
+        if bar is not None:
+            bar.update(corpus.total_bytes - bar.n)
+            bar.close()
         corpus.check_not_empty()
 
         # 2. Korean and accent stripping.
