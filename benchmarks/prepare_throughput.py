@@ -109,27 +109,37 @@ def raw_encode(tok, lines: list[str], fast: bool = False) -> tuple[float, float]
     return time.perf_counter() - t, time.process_time() - c
 
 
-def _tree_rss_kb(root: int) -> int:
-    """Sum of VmRSS over ``root`` and its descendants (Linux /proc)."""
+def _tree_memory_kb(root: int) -> tuple[int, int]:
+    """Sums of RSS and of PSS over ``root`` and its descendants (Linux /proc).
+
+    Forked workers share pages with their parent: the RSS sum counts those
+    pages once per process (an upper bound), the PSS sum splits them.
+    """
     children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/status") as f:
-                fields = dict(line.split(":", 1) for line in f if ":" in line)
-        except OSError:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
             continue
-        pid, ppid = int(entry), int(fields.get("PPid", "0").strip() or 0)
-        children.setdefault(ppid, []).append(pid)
-        rss[pid] = int(fields.get("VmRSS", "0 kB").split()[0]) if "VmRSS" in fields else 0
-    total, stack = 0, [root]
+        children.setdefault(ppid, []).append(int(entry))
+    rss = pss = 0
+    stack = [root]
     while stack:
         pid = stack.pop()
-        total += rss.get(pid, 0)
         stack.extend(children.get(pid, []))
-    return total
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Rss:"):
+                        rss += int(line.split()[1])
+                    elif line.startswith("Pss:"):
+                        pss += int(line.split()[1])
+        except OSError:
+            continue
+    return rss, pss
 
 
 RUNNER = """
@@ -147,8 +157,8 @@ print(json.dumps({"seconds": time.perf_counter() - t, "cpu": cpu() - c}))
 
 def run_prepare(
     inputs: list[str], tokenizer: str, out: str, workers: int
-) -> tuple[float, float, int]:
-    """Wall seconds, CPU seconds (all processes) and peak tree RSS (MB) of one prepare."""
+) -> tuple[float, float, int, int]:
+    """Wall and CPU seconds (all processes), peak tree RSS and PSS (MB) of one prepare."""
     args = dict(
         inputs=inputs, tokenizer=tokenizer, output=out, workers=workers,
         overwrite=True, progress=False,
@@ -160,13 +170,14 @@ def run_prepare(
         env=env,
         text=True,
     )
-    peak = 0
+    peak_rss = peak_pss = 0
     done = threading.Event()
 
     def sample() -> None:
-        nonlocal peak
+        nonlocal peak_rss, peak_pss
         while not done.is_set():
-            peak = max(peak, _tree_rss_kb(proc.pid))
+            rss, pss = _tree_memory_kb(proc.pid)
+            peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
             time.sleep(0.1)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -177,7 +188,7 @@ def run_prepare(
     if proc.returncode:
         raise SystemExit(f"prepare failed with exit code {proc.returncode}")
     result = json.loads(stdout.strip().splitlines()[-1])
-    return result["seconds"], result["cpu"], peak // 1024
+    return result["seconds"], result["cpu"], peak_rss // 1024, peak_pss // 1024
 
 
 def main() -> None:
@@ -207,13 +218,14 @@ def main() -> None:
         for r in range(ns.repeats):
             raw.append(raw_encode(tok, lines))
             fast.append(raw_encode(tok, lines, fast=True))
-            wall, cpu, peak = run_prepare(inputs, tokenizer, str(Path(tmp) / "out"), ns.workers)
+            wall, cpu, rss, pss = run_prepare(inputs, tokenizer, str(Path(tmp) / "out"), ns.workers)
             prep.append((wall, cpu))
-            peaks.append(peak)
+            peaks.append((rss, pss))
             print(
                 f"  run {r + 1}: raw encode_batch {mb / raw[-1][0]:.2f} MB/s "
                 f"({raw[-1][1]:.1f} CPU s), encode_batch_fast {mb / fast[-1][0]:.2f} MB/s, "
-                f"prepare {mb / wall:.2f} MB/s ({cpu:.1f} CPU s), peak RSS {peak} MB"
+                f"prepare {mb / wall:.2f} MB/s ({cpu:.1f} CPU s), peak RSS {rss} MB "
+                f"(PSS {pss} MB)"
             )
         manifest = json.loads((Path(tmp) / "out" / "manifest.json").read_text())
         blocks = sum(s["blocks"] for s in manifest["splits"].values())
@@ -228,7 +240,10 @@ def main() -> None:
         f"ratio prepare / raw encode_batch: {best_raw / best_prep:.2f} by wall time, "
         f"{min(c for _, c in raw) / min(c for _, c in prep):.2f} by CPU time"
     )
-    print(f"peak RSS of the prepare process tree: {max(peaks)} MB")
+    print(
+        f"peak memory of the prepare process tree: RSS sum {max(r for r, _ in peaks)} MB, "
+        f"PSS sum {max(p for _, p in peaks)} MB"
+    )
 
 
 if __name__ == "__main__":

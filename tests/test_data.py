@@ -194,25 +194,26 @@ def test_interrupted_run_leaves_no_complete_looking_output(
     tmp_path: Path, mixed_corpus: Path, tiny_tokenizer: Path, monkeypatch
 ) -> None:
     out = tmp_path / "out"
-    real_write = data_mod._write_npy_atomic
+    real_finish = data_mod._ShardWriter._finish
     calls = {"n": 0}
 
-    def flaky(path, arr):
+    def interrupted(self):
         calls["n"] += 1
         if calls["n"] == 3:
-            # die half-way through writing the third shard
-            tmp = path.with_name(f".{path.name}.tmp")
-            tmp.write_bytes(b"\x93NUMPY partial")
-            raise KeyboardInterrupt
-        return real_write(path, arr)
+            assert self._tmp.exists()  # the third shard is half written...
+            raise KeyboardInterrupt  # ...when Ctrl-C arrives
+        return real_finish(self)
 
-    monkeypatch.setattr(data_mod, "_write_npy_atomic", flaky)
+    monkeypatch.setattr(data_mod._ShardWriter, "_finish", interrupted)
     with pytest.raises(KeyboardInterrupt):
         prepare(cmd([mixed_corpus], tiny_tokenizer, out))
     monkeypatch.undo()
     assert not (out / MANIFEST).exists()
-    for shard in out.glob("*.npy"):  # every file with a shard name is a whole shard
+    shards = sorted(out.glob("*.npy"))
+    assert len(shards) == 2
+    for shard in shards:  # every file with a shard name is a whole shard
         assert np.load(shard).shape == (1000, L)
+    assert not list(out.glob(".*.tmp"))
     with pytest.raises(CorpusError, match="no manifest.json; .*interrupted"):
         open_blocks(out)
     with pytest.raises(CorpusError, match="incomplete prepare run .*--overwrite"):
@@ -221,14 +222,35 @@ def test_interrupted_run_leaves_no_complete_looking_output(
     assert len(open_blocks(out)) > 0 and not list(out.glob(".*.tmp"))
 
 
-def test_atomic_shard_write_cleans_up_on_failure(tmp_path: Path, monkeypatch) -> None:
+def test_shard_write_failure_leaves_nothing(tmp_path: Path, monkeypatch) -> None:
+    writer = data_mod._ShardWriter(tmp_path, "train", 4, 3, "uint16")
+    writer.add(np.ones((6, 3), np.uint16))  # one full shard, and two rows of the next
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [".train-00001.npy.tmp", "train-00000.npy"]
+
     def boom(fd):
         raise OSError("disk full")
 
     monkeypatch.setattr(data_mod.os, "fsync", boom)
     with pytest.raises(OSError, match="disk full"):
-        data_mod._write_npy_atomic(tmp_path / "train-00000.npy", np.zeros((3, 4), np.uint16))
-    assert list(tmp_path.iterdir()) == []
+        writer.close()
+    assert [p.name for p in tmp_path.iterdir()] == ["train-00000.npy"]
+    assert np.load(tmp_path / "train-00000.npy").shape == (4, 3)
+
+
+def test_npy_header_is_standard(tmp_path: Path) -> None:
+    writer = data_mod._ShardWriter(tmp_path, "validation", 10, 5, "uint32")
+    rows = np.arange(35, dtype=np.uint32).reshape(7, 5) + 70_000
+    writer.add(rows[:3])
+    writer.add(rows[3:])
+    (shard,) = writer.close()
+    loaded = np.load(tmp_path / "validation-00000.npy", mmap_mode="r")
+    assert loaded.dtype == np.uint32 and (loaded == rows).all()
+    assert shard == {
+        "file": "validation-00000.npy",
+        "blocks": 7,
+        "sha256": hashlib.sha256((tmp_path / "validation-00000.npy").read_bytes()).hexdigest(),
+    }
 
 
 def test_damaged_shards_are_detected(prepared: Path, tmp_path: Path) -> None:

@@ -79,7 +79,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import io
 import itertools
 import json
 import logging
@@ -97,7 +96,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 import numpy as np
 
@@ -506,56 +505,93 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_npy_atomic(path: Path, arr: np.ndarray) -> str:
-    """Write ``arr`` as ``.npy`` under a temporary name, fsync, rename; return its sha256."""
-    header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(arr))
-    data = np.ascontiguousarray(arr)
-    h = hashlib.sha256(header.getvalue())
-    h.update(memoryview(data).cast("B"))
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(header.getvalue())
-            f.write(memoryview(data).cast("B"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return h.hexdigest()
+NPY_HEADER_BYTES = 128
+
+
+def _npy_header(shape: tuple[int, ...], dtype: np.dtype) -> bytes:
+    """A ``.npy`` (format 1.0) header of exactly ``NPY_HEADER_BYTES`` bytes."""
+    descr = np.lib.format.dtype_to_descr(np.dtype(dtype))
+    body = repr({"descr": descr, "fortran_order": False, "shape": tuple(shape)}).encode("latin1")
+    pad = NPY_HEADER_BYTES - 10 - len(body) - 1
+    if pad < 0:
+        raise ValueError(f"shape {shape} does not fit a {NPY_HEADER_BYTES}-byte .npy header")
+    return (
+        b"\x93NUMPY\x01\x00"
+        + (NPY_HEADER_BYTES - 10).to_bytes(2, "little")
+        + body
+        + b" " * pad
+        + b"\n"
+    )
 
 
 class _ShardWriter:
-    """Collect blocks of one split and write them as shards of ``shard_size`` blocks."""
+    """Stream the blocks of one split into shards of ``shard_size`` blocks.
 
-    def __init__(self, out: Path, split: str, shard_size: int) -> None:
+    A shard is written under a hidden temporary name, its header completed,
+    fsynced and renamed; memory use is one unit of work, whatever the shard
+    size.
+    """
+
+    def __init__(self, out: Path, split: str, shard_size: int, L: int, dtype: str) -> None:
         self.out, self.split, self.shard_size = out, split, shard_size
-        self.pending: list[np.ndarray] = []
-        self.pending_n = 0
+        self.L, self.dtype = L, np.dtype(dtype)
         self.shards: list[dict[str, Any]] = []
+        self._file: BinaryIO | None = None
+        self._rows = 0
+
+    @property
+    def _name(self) -> str:
+        return f"{self.split}-{len(self.shards):05d}.npy"
+
+    @property
+    def _tmp(self) -> Path:
+        return self.out / f".{self._name}.tmp"
 
     def add(self, arr: np.ndarray) -> None:
-        if len(arr):
-            self.pending.append(arr)
-            self.pending_n += len(arr)
-        while self.pending_n >= self.shard_size:
-            self._flush(self.shard_size)
+        start = 0
+        while start < len(arr):
+            if self._file is None:
+                self._file = open(self._tmp, "wb")  # noqa: SIM115 - closed in _finish/abort
+                self._file.write(b"\0" * NPY_HEADER_BYTES)
+                self._rows = 0
+            take = min(len(arr) - start, self.shard_size - self._rows)
+            part = np.ascontiguousarray(arr[start : start + take], dtype=self.dtype)
+            self._file.write(memoryview(part).cast("B"))
+            self._rows += take
+            start += take
+            if self._rows == self.shard_size:
+                self._finish()
 
-    def _flush(self, n: int) -> None:
-        data = np.concatenate(self.pending) if len(self.pending) > 1 else self.pending[0]
-        shard, rest = data[:n], data[n:]
-        name = f"{self.split}-{len(self.shards):05d}.npy"
-        sha = _write_npy_atomic(self.out / name, shard)
-        self.shards.append({"file": name, "blocks": int(len(shard)), "sha256": sha})
-        self.pending = [rest] if len(rest) else []
-        self.pending_n = len(rest)
+    def _finish(self) -> None:
+        f, tmp, final = self._file, self._tmp, self.out / self._name
+        assert f is not None
+        try:
+            f.seek(0)
+            f.write(_npy_header((self._rows, self.L), self.dtype))
+            f.flush()
+            os.fsync(f.fileno())
+            f.close()
+            sha = sha256_file(tmp)
+            os.replace(tmp, final)
+        except BaseException:
+            f.close()
+            tmp.unlink(missing_ok=True)
+            self._file = None
+            raise
+        self.shards.append({"file": final.name, "blocks": self._rows, "sha256": sha})
+        self._file = None
 
     def close(self) -> list[dict[str, Any]]:
-        if self.pending_n:
-            self._flush(self.pending_n)
+        if self._file is not None:
+            self._finish()
         return self.shards
+
+    def abort(self) -> None:
+        """Drop the shard being written (after an error or an interrupt)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+            self._tmp.unlink(missing_ok=True)
 
 
 def _our_files(out: Path) -> list[Path]:
@@ -708,7 +744,7 @@ def prepare(cmd: PrepareCommand) -> Path:
     )
     tok_json = encoding_tokenizer(tok).to_str()
     workers = cmd.workers or _default_workers()
-    writers = {s: _ShardWriter(out, s, cmd.shard_size) for s in SPLITS}
+    writers = {s: _ShardWriter(out, s, cmd.shard_size, cmd.max_length, dtype) for s in SPLITS}
     totals = {s: _empty_stats() for s in SPLITS}
 
     bar = None  # created at the first result: no tqdm thread yet when workers fork
@@ -745,11 +781,15 @@ def prepare(cmd: PrepareCommand) -> Path:
                 consume(build(chunk), position)
         else:
             _run_pool(chunks, workers, tok_json, params, consume)
+        corpus.check_not_empty()
+        shards = {s: writers[s].close() for s in SPLITS}
+    except BaseException:
+        for w in writers.values():
+            w.abort()
+        raise
     finally:
         if bar is not None:
             bar.close()
-    corpus.check_not_empty()
-    shards = {s: writers[s].close() for s in SPLITS}
     if not totals["train"]["blocks"]:
         raise CorpusError("no training blocks: every document went to validation")
     if cmd.validation_fraction > 0 and not totals["validation"]["blocks"]:
