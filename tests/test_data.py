@@ -512,3 +512,46 @@ def test_command_validation() -> None:
         PrepareCommand(inputs=["a"], tokenizer="t", output="o", validation_fraction=1.5)
     with pytest.raises(ConfigError, match="max_length"):
         PrepareCommand(inputs=["a"], tokenizer="t", output="o", max_length=4)
+
+
+def test_blocks_pickle_for_dataloader_workers(prepared: Path) -> None:
+    import pickle
+
+    blocks = open_blocks(prepared)
+    blocks.get([0, 1])  # opens a shard
+    again = pickle.loads(pickle.dumps(blocks))
+    idx = np.array([3, 1500, 7])
+    assert (again.get(idx)[0] == blocks.get(idx)[0]).all()
+
+
+def test_books_as_documents(tmp_path: Path, en_book: Path, tiny_tokenizer: Path) -> None:
+    paragraphs = prepare(cmd([en_book], tiny_tokenizer, tmp_path / "p", validation_fraction=0))
+    book = prepare(
+        cmd([en_book], tiny_tokenizer, tmp_path / "b", validation_fraction=0, file_is_document=True)
+    )
+    mp = json.loads((paragraphs / MANIFEST).read_text())["splits"]["train"]
+    mb = json.loads((book / MANIFEST).read_text())["splits"]["train"]
+    assert mb["documents"] == 1 and mp["documents"] > 500
+    fill = lambda m: m["tokens"] / (m["blocks"] * (L - 3))  # noqa: E731
+    assert fill(mb) > fill(mp) + 0.05  # paragraphs alone make short blocks
+    assert fill(mb) > 0.9
+
+
+def test_accent_stripping_tokenizer_warns_on_korean(tmp_path: Path, ko_law: Path, caplog) -> None:
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##b"]
+    save_tokenizer_files(build_tokenizer(vocab, lowercase=True), tmp_path / "tok")
+    with caplog.at_level("WARNING", logger="electra"):
+        prepare(cmd([ko_law], tmp_path / "tok", tmp_path / "out", validation_fraction=0))
+    assert "decomposes Hangul syllables into jamo" in caplog.text
+
+
+def test_data_dir_from_environment(monkeypatch, tmp_path: Path) -> None:
+    from electra.paths import ENV_VAR, REPO_ROOT, default_data_dir
+
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    assert default_data_dir() == tmp_path
+    monkeypatch.delenv(ENV_VAR)
+    assert default_data_dir() in (
+        REPO_ROOT.parent / "shared" / "data",
+        Path.cwd().parent / "shared" / "data",
+    )

@@ -22,6 +22,10 @@ accumulated until their length reaches the target length; then
 * the end of a document ends the block being built (blocks never mix
   documents).
 
+(Issue 3 summarises this as "10% of blocks shorter, 5% single-segment"; the
+official code does the reverse — 10% single segment, 5% random length — and
+we follow the code.)
+
 Deviations, all documented in the manifest's ``builder`` entry:
 
 1. Randomness is per document: a ``random.Random`` seeded from the seed, the

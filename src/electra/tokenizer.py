@@ -45,8 +45,8 @@ ordinary WordPiece vocabulary: raw text is tokenized without the analyser
 words at morpheme boundaries because that is where the vocabulary's pieces
 end. (Technically: a non-initial morpheme is given to the trainer as a word
 with a marker character, ``갔다`` -> ``갔 ▁다``, and ``▁x`` pieces are
-renamed ``##x``.) kiwipiepy analyses roughly 0.4 MB/s on two cores; use
-``limit_mb`` for big corpora.
+renamed ``##x``.) kiwipiepy analyses about 0.3-0.4 MB/s of Korean on two
+cores; use ``limit_mb`` for big corpora.
 
 Determinism. The ``tokenizers`` WordPiece trainer breaks ties between equal
 counts by hash order, so two runs give different vocabularies. We make it
@@ -730,8 +730,8 @@ class TokenizerCommand:
     strip_accents: bool | None = field(
         default=None,
         metadata={
-            "doc": "Strip accents (default: same as --lowercase). Never applied to Korean text: "
-            "it would decompose Hangul into jamo."
+            "doc": "Strip accents (default: as --lowercase, but off for a corpus with Hangul, "
+            "which it would decompose into jamo; asking for it on Korean text is an error)."
         },
     )
     morpheme: bool = field(
