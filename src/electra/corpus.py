@@ -29,9 +29,16 @@ Any file may be gzip, bzip2 or xz compressed (recognised by content, not by
 name). Inputs may be files, glob patterns (``**`` recurses) or directories
 (all non-hidden files below, sorted).
 
+A UTF-8 byte-order mark and CRLF line ends are removed. ``strip_gutenberg``
+drops a Project Gutenberg header (up to the ``*** START OF ...`` line) and
+everything from the ``End of the Project Gutenberg EBook`` / ``*** END OF``
+line, with a warning naming a file that has no such markers.
+
 Bad input never passes silently. A missing path, a glob matching nothing, a
 binary file, UTF-16 text, an unreadable compressed stream or an empty corpus
-raise :class:`CorpusError` (a ``ValueError``) naming the file. Per-line
+raise :class:`CorpusError` (a ``ValueError``) or ``FileNotFoundError`` naming
+the file (with ``on_error="skip"`` a binary file is skipped with a warning
+and listed in the manifest instead). Per-line
 problems (invalid UTF-8, a line longer than ``max_line_bytes``, a JSON line
 that does not parse or lacks the text field, text outside ``<doc>``) name the
 file and line; with ``on_error="skip"`` the line is skipped and counted in
@@ -39,8 +46,9 @@ file and line; with ``on_error="skip"`` the line is skipped and counted in
 Empty files are reported as a warning and counted.
 
 Memory is bounded: files are read in 1 MiB blocks, a line may not exceed
-``max_line_bytes`` and a document longer than ``max_document_chars`` characters is
-emitted in consecutive parts (a part boundary only forces a block boundary).
+``max_line_bytes`` and a document longer than ``max_document_chars``
+characters is emitted in consecutive parts (a part boundary only forces a
+block boundary).
 JSON-array files are parsed whole, so they are limited to
 ``MAX_JSON_ARRAY_BYTES``; convert bigger ones to JSON Lines.
 """

@@ -472,6 +472,33 @@ def _char_counts(path: Path, normalizer: Any) -> dict[str, int]:
     return {chr(c): int(counts[c]) for c in present if not chr(c).isspace()}
 
 
+_CJK_RANGES = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
+
+
+def _always_alone(c: str, chinese: bool = True) -> bool:
+    """Characters BERT's pre-tokenization always makes words of their own.
+
+    Punctuation (ASCII or Unicode category P*) and, with Chinese-character
+    handling, CJK ideographs never continue a word, so they need no ``##``
+    form.
+    """
+    if (c.isascii() and not c.isalnum() and c.isprintable() and not c.isspace()) or (
+        unicodedata.category(c).startswith("P")
+    ):
+        return True
+    cp = ord(c)
+    return chinese and any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
+
+
 def _choose_alphabet(counts: dict[str, int], limit: int) -> list[str]:
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], ord(kv[0])))
     return sorted((c for c, _ in ranked[:limit]), key=ord)
@@ -613,7 +640,7 @@ def train_tokenizer(
         alphabet = _choose_alphabet(counts, alphabet_limit)
         if marker is not None and MORPHEME_MARK not in alphabet:
             alphabet = sorted([*alphabet, MORPHEME_MARK], key=ord)
-        continuations = [f"##{c}" for c in alphabet]
+        continuations = [f"##{c}" for c in alphabet if not _always_alone(c)]
         margin = vocab_size // 10 if marker is not None else 0
         trainer = tk_trainers.WordPieceTrainer(
             vocab_size=vocab_size + margin,
