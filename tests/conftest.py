@@ -108,3 +108,9 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[
 def cli():
     """Run ``python -m electra.cli`` in a subprocess (see :func:`run_cli`)."""
     return run_cli
+
+
+# The pre-training tests' session fixtures live in tests/pretrain_fixtures.py (main branch);
+# re-exported here so that every test module shares one copy.
+if (Path(__file__).parent / "pretrain_fixtures.py").is_file():
+    from pretrain_fixtures import *  # noqa: E402, F403

@@ -273,3 +273,17 @@ def test_cli_tokenizer(tmp_path: Path, cli, ko_law: Path, en_book: Path) -> None
     assert r.returncode == 2 and "missing.txt: no such file" in r.stderr
     r = cli("tokenizer", str(ko_law), "-o", str(out), "--format", "csv")
     assert r.returncode == 2 and "invalid choice: 'csv'" in r.stderr
+
+
+def test_alphabet_fits_small_vocabularies(tmp_path: Path, ko_wiki: Path, caplog) -> None:
+    # ~1,800 distinct characters in one Wikipedia file; 1,000 tokens cannot hold them all
+    small = train_tokenizer([ko_wiki], tmp_path / "small", vocab_size=1000)
+    assert small.vocab_size == 1000
+    assert 300 < small.alphabet_size < 500 and small.unk_rate < 0.1
+    big = train_tokenizer([ko_wiki], tmp_path / "big", vocab_size=8000)
+    assert big.character_coverage >= 0.9995 and big.unk_rate < 0.005
+    with caplog.at_level(logging.WARNING, logger="electra"):
+        forced = train_tokenizer([ko_wiki], tmp_path / "f", vocab_size=1000, limit_alphabet=10**5)
+    assert "does not fit a vocabulary of 1000" in caplog.text
+    tok = load_tokenizer(tmp_path / "f")
+    assert forced.vocab_size == 1000 and tok.token_to_id("다") is not None

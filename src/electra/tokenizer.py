@@ -499,9 +499,49 @@ def _always_alone(c: str, chinese: bool = True) -> bool:
     return chinese and any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
 
 
-def _choose_alphabet(counts: dict[str, int], limit: int) -> list[str]:
+CHARACTER_COVERAGE = 0.9995
+ALPHABET_SHARE = 0.8
+
+
+def _choose_alphabet(
+    counts: dict[str, int], vocab_size: int, limit: int | None = None
+) -> tuple[list[str], float]:
+    """The characters of the vocabulary, most frequent first (ties by code point).
+
+    By default as many as cover ``CHARACTER_COVERAGE`` of the character
+    occurrences (SentencePiece's rule for scripts with many characters);
+    ``limit`` asks for that many instead. Either way the characters and
+    their ``##`` forms may take at most ``ALPHABET_SHARE`` of the vocabulary
+    (all of it but one slot with an explicit limit), so that a Korean corpus
+    with thousands of syllables still gets a vocabulary of the size asked
+    for. Returns the characters (sorted by code point) and their coverage.
+    """
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], ord(kv[0])))
-    return sorted((c for c, _ in ranked[:limit]), key=ord)
+    total = max(sum(counts.values()), 1)
+    room = vocab_size - len(SPECIAL_TOKENS)
+    budget = room - 1 if limit is not None else int(ALPHABET_SHARE * room)
+    chosen: list[str] = []
+    used = covered = 0
+    for c, n in ranked:
+        if limit is not None and len(chosen) >= limit:
+            break
+        if limit is None and covered >= CHARACTER_COVERAGE * total:
+            break
+        cost = 1 if _always_alone(c) else 2  # the character and its ## form
+        if used + cost > budget:
+            if limit is not None:
+                log.warning(
+                    "limit_alphabet %d does not fit a vocabulary of %d with the ## forms; "
+                    "keeping the %d most frequent characters",
+                    limit,
+                    vocab_size,
+                    len(chosen),
+                )
+            break
+        chosen.append(c)
+        used += cost
+        covered += n
+    return sorted(chosen, key=ord), covered / total
 
 
 @dataclass
@@ -519,6 +559,8 @@ class TrainReport:
     unk_rate: float
     tokens_per_word: float
     hangul_round_trip: bool | None
+    alphabet_size: int = 0
+    character_coverage: float = 0.0
     sources: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -538,9 +580,10 @@ def train_tokenizer(
     """Train a WordPiece vocabulary on ``files`` and write a tokenizer directory.
 
     ``strip_accents=None`` follows ``lowercase`` except that Hangul is never
-    decomposed (see the module docstring); ``limit_alphabet`` (default
-    ``vocab_size // 4``) caps the distinct characters so that the vocabulary
-    keeps its size on scripts with thousands of characters; ``limit_mb``
+    decomposed (see the module docstring); the characters kept are those
+    covering 99.95% of the text, or the ``limit_alphabet`` most frequent (see
+    :func:`_choose_alphabet`), so that the vocabulary keeps its size on
+    scripts with thousands of characters; ``limit_mb``
     trains on an evenly spread sample of about that many megabytes.
     """
     t0 = time.time()
@@ -553,8 +596,7 @@ def train_tokenizer(
         raise ConfigError(f"min_frequency must be >= 0, got {min_frequency}")
     if limit_mb is not None and limit_mb <= 0:
         raise ConfigError(f"limit_mb must be positive, got {limit_mb}")
-    alphabet_limit = limit_alphabet if limit_alphabet is not None else max(vocab_size // 4, 100)
-    if alphabet_limit < 1:
+    if limit_alphabet is not None and limit_alphabet < 1:
         raise ConfigError(f"limit_alphabet must be positive, got {limit_alphabet}")
     corpus = Corpus(files, opts)
     out = Path(out_dir)
@@ -637,7 +679,7 @@ def train_tokenizer(
         # 3. Deterministic alphabet, then the trainer.
         probe = build_tokenizer([UNK], lowercase=lowercase, strip_accents=strip)
         counts = _char_counts(tmp, probe.normalizer)
-        alphabet = _choose_alphabet(counts, alphabet_limit)
+        alphabet, coverage = _choose_alphabet(counts, vocab_size, limit_alphabet)
         if marker is not None and MORPHEME_MARK not in alphabet:
             alphabet = sorted([*alphabet, MORPHEME_MARK], key=ord)
         continuations = [f"##{c}" for c in alphabet if not _always_alone(c)]
@@ -677,6 +719,8 @@ def train_tokenizer(
         unk_rate=unk_rate,
         tokens_per_word=per_word,
         hangul_round_trip=round_trip,
+        alphabet_size=len(alphabet),
+        character_coverage=coverage,
         sources=[{"path": s.path, **s.to_dict()} for s in corpus.stats],
     )
     info = {
@@ -685,7 +729,7 @@ def train_tokenizer(
     info["options"] = {
         "vocab_size": vocab_size,
         "min_frequency": min_frequency,
-        "limit_alphabet": alphabet_limit,
+        "limit_alphabet": limit_alphabet,
         "limit_mb": limit_mb,
         **{k: v for k, v in dataclasses.asdict(opts).items()},
     }
@@ -780,7 +824,10 @@ class TokenizerCommand:
     )
     limit_alphabet: int | None = field(
         default=None,
-        metadata={"doc": "Most distinct characters kept (default: vocab size / 4)."},
+        metadata={
+            "doc": "Most distinct characters kept (default: those covering 99.95%% of the "
+            "text, at most 80%% of the vocabulary with their ## forms)."
+        },
     )
     limit_mb: float | None = field(
         default=None, metadata={"doc": "Train on an evenly spread sample of about this many MB."}
@@ -839,7 +886,8 @@ def train_tokenizer_cli(cmd: TokenizerCommand) -> int:
         f"({'uncased' if report.lowercase else 'cased'}, strip_accents={report.strip_accents}"
         f"{', morpheme-aware' if report.morpheme else ''}) from "
         f"{report.training_bytes / 1e6:.1f} MB in {report.seconds:.1f} s; "
-        f"UNK {100 * report.unk_rate:.2f}%, {report.tokens_per_word:.2f} tokens/word"
+        f"{report.alphabet_size} characters ({100 * report.character_coverage:.2f}% of the "
+        f"text), UNK {100 * report.unk_rate:.2f}%, {report.tokens_per_word:.2f} tokens/word"
         + ("" if rt is None else f", Hangul round trip {'ok' if rt else 'FAILED'}")
         + (f"; {skipped} bad lines skipped" if skipped else "")
     )
