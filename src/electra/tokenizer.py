@@ -48,12 +48,22 @@ with a marker character, ``갔다`` -> ``갔 ▁다``, and ``▁x`` pieces are
 renamed ``##x``.) kiwipiepy analyses about 0.3-0.4 MB/s of Korean on two
 cores; use ``limit_mb`` for big corpora.
 
+Alphabet. Korean text has thousands of distinct characters; each kept
+character costs two entries (``c`` and ``##c``). By default the characters
+covering 99.95% of the text are kept (SentencePiece's rule for such
+scripts), but they and their ``##`` forms never take more than 80% of the
+vocabulary, so a small vocabulary keeps the size asked for and room for word
+pieces; rarer characters become ``[UNK]``. ``vocab_training.json`` and the
+command's summary report the number of characters, their coverage and the
+UNK rate on a sample.
+
 Determinism. The ``tokenizers`` WordPiece trainer breaks ties between equal
 counts by hash order, so two runs give different vocabularies. We make it
 deterministic by choosing the alphabet ourselves (exact character counts,
-ties broken by code point) and registering every ``##c`` continuation in a
-fixed order before training, which fixes all ids the trainer's tie-breaks
-depend on: the same corpus and options give the same ``vocab.txt``.
+ties broken by code point) and registering the ``##c`` continuation of every
+character that can continue a word in a fixed order before training, which
+fixes all ids the trainer's tie-breaks depend on: the same corpus and
+options give the same ``vocab.txt``.
 """
 
 from __future__ import annotations
