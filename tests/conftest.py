@@ -110,7 +110,5 @@ def cli():
     return run_cli
 
 
-# The pre-training tests' session fixtures live in tests/pretrain_fixtures.py (main branch);
-# re-exported here so that every test module shares one copy.
-if (Path(__file__).parent / "pretrain_fixtures.py").is_file():
-    from pretrain_fixtures import *  # noqa: E402, F403
+# The pre-training tests' session fixtures, re-exported so every test module shares one copy.
+from pretrain_fixtures import blocks, tiny_run  # noqa: E402, F401

@@ -1,0 +1,49 @@
+"""``electra compare`` at a tiny budget: both arms spend the same FLOPs; table and plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from electra.compare import CompareCommand, compare
+
+
+def test_compare_at_a_tiny_budget(blocks: Path, data_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cmp"
+    cmd = CompareCommand(
+        output=str(out),
+        data_dir=str(data_dir),
+        blocks=str(blocks),
+        budget_flops=1.2e10,
+        points=2,
+        config="tiny",
+        set=["run.eval_every=0", "run.tensorboard=false"],
+        tasks=["nsmc", "sst2"],
+        seeds=[1, 2],
+        max_train_examples=48,
+        max_eval_examples=32,
+        epochs=1,
+        max_length=32,
+        progress=False,
+    )
+    result = compare(cmd)
+    final = {p["arm"]: p for p in result["points"] if p["arm"] != "none"}  # last point per arm
+    for arm in ("rtd", "mlm"):
+        spent = final[arm]["flops"]
+        assert 0.95 * cmd.budget_flops <= spent <= cmd.budget_flops
+    assert abs(final["rtd"]["flops"] - final["mlm"]["flops"]) <= 0.05 * cmd.budget_flops
+    # MLM steps are cheaper (no generator), so it gets more of them for the same budget.
+    assert final["mlm"]["steps"] > final["rtd"]["steps"]
+    assert {p["arm"] for p in result["points"]} == {"none", "rtd", "mlm"}
+    assert len([p for p in result["points"] if p["arm"] == "rtd"]) == 2
+    for p in result["points"]:
+        for task in ("nsmc", "sst2"):
+            s = p["scores"][task]
+            assert s["metric"] == "accuracy" and 0.0 <= s["median"] <= 1.0
+    table = (out / "compare.md").read_text()
+    assert "| rtd |" in table and "| mlm |" in table and "| none |" in table
+    assert (out / "compare.png").read_bytes()[:4] == b"\x89PNG"
+    assert json.loads((out / "compare.json").read_text())["flops_per_step"]["rtd"] > 0
+    # A second run reuses every stage.
+    again = compare(cmd)
+    assert [p["scores"] for p in again["points"]] == [p["scores"] for p in result["points"]]

@@ -1,0 +1,317 @@
+"""The pre-training loop: recipe, exact resume after SIGKILL, SIGTERM, corrupted
+checkpoints, torchrun data parallelism, exports."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from pretrain_fixtures import tiny_config
+
+from electra import checkpoint as ckpt
+from electra.config import ConfigError
+from electra.train import Trainer, load_config, lr_factor, parameter_groups
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tiny(blocks: Path, out: Path, *extra: str):
+    return tiny_config(blocks, out, *extra)
+
+
+def losses(run: Path) -> dict[int, float]:
+    out = {}
+    for line in (run / "metrics.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if "loss" in r:
+            out[r["step"]] = r["loss"]
+    return out
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "electra.cli", *args]
+
+
+def env(**extra: str) -> dict[str, str]:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(REPO / "src") + os.pathsep + e.get("PYTHONPATH", "")
+    e["ELECTRA_NO_TCMALLOC"] = "1"
+    e["OMP_NUM_THREADS"] = "1"
+    e.update(extra)
+    return e
+
+
+# -- recipe ---------------------------------------------------------------------------------
+
+
+def test_schedule_warms_up_then_decays_linearly() -> None:
+    assert lr_factor(0, 10, 110) == pytest.approx(0.1)
+    assert lr_factor(9, 10, 110) == pytest.approx(1.0)
+    assert lr_factor(60, 10, 110) == pytest.approx(0.5)
+    assert lr_factor(110, 10, 110) == 0.0
+
+
+def test_no_weight_decay_on_layernorm_and_biases() -> None:
+    from electra.config import preset
+    from electra.model import ElectraDiscriminator
+
+    m = ElectraDiscriminator(preset("tiny"))
+    decay, no_decay = parameter_groups(m, 0.01)
+    names = {id(p): n for n, p in m.named_parameters()}
+    assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
+    assert all("LayerNorm" in names[id(p)] or p.ndim == 1 for p in no_decay["params"])
+    assert any("word_embeddings" in names[id(p)] for p in decay["params"])
+    assert not any(names[id(p)].endswith("bias") for p in decay["params"])
+
+
+def test_config_rejects_unknown_keys_naming_the_file(tmp_path: Path) -> None:
+    f = tmp_path / "run.toml"
+    f.write_text("[optim]\nlearnig_rate = 1e-3\n")
+    with pytest.raises(ConfigError, match=r"run\.toml.*learnig_rate.*learning_rate"):
+        load_config(str(f))
+    f.write_text('[model]\npreset = "small"\nhiden_size = 3\n')
+    with pytest.raises(ConfigError, match="hiden_size"):
+        load_config(str(f))
+
+
+def test_builtin_configs_load() -> None:
+    for name in ("small", "base", "large", "cpu", "tiny"):
+        cfg = load_config(name)
+        assert cfg.optim.adam_eps == 1e-6 and cfg.optim.adam_beta2 == 0.999
+    assert load_config("large").objective.mask_prob == 0.25
+
+
+# -- a whole tiny run -----------------------------------------------------------------------
+
+
+def test_tiny_run_logs_checkpoints_and_exports(blocks: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    cfg = tiny(
+        blocks,
+        run,
+        "optim.max_steps=20",
+        "run.log_every=5",
+        "run.eval_every=10",
+        "run.tensorboard=true",
+    )
+    summary = Trainer(cfg).fit()
+    assert summary["step"] == 20 and summary["stopped"] == "max_steps"
+    records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if "loss" in r]
+    assert [r["step"] for r in train] == [5, 10, 15, 20]
+    want = {
+        "loss",
+        "mlm_loss",
+        "disc_loss",
+        "gen_accuracy",
+        "disc_accuracy",
+        "replaced_precision",
+        "replaced_recall",
+        "lr",
+        "grad_norm",
+        "tokens_seen",
+        "train_flops",
+        "tokens_per_s",
+    }
+    assert want <= set(train[-1])
+    assert train[-1]["train_flops"] == pytest.approx(4 * train[0]["train_flops"])
+    assert any("val/loss" in r for r in records)
+    assert list((run / "tensorboard").glob("events.*"))
+    saved = ckpt.latest_valid(run / "checkpoints")
+    assert saved is not None and saved.step == 20
+    _, state, config = ckpt.load(saved.path)
+    assert config["model"]["vocab_size"] == 1000 and state["position"] == 20 * 8
+    from electra.hf import load_discriminator, load_generator
+
+    disc = load_discriminator(run / "hf" / "discriminator")
+    gen = load_generator(run / "hf" / "generator")
+    assert (run / "hf" / "discriminator" / "vocab.txt").is_file()
+    assert disc.config.hidden_size == 64 and gen.config.hidden_size == 32
+    assert json.loads((run / "summary.json").read_text())["step"] == 20
+
+
+def test_existing_run_needs_resume(blocks: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    Trainer(tiny(blocks, run, "optim.max_steps=3", "run.export=false")).fit()
+    with pytest.raises(ConfigError, match="--resume"):
+        Trainer(tiny(blocks, run, "optim.max_steps=6")).fit()
+
+
+def test_mlm_objective_runs_in_the_same_harness(blocks: Path, tmp_path: Path) -> None:
+    run = tmp_path / "mlm"
+    summary = Trainer(tiny(blocks, run, "objective.objective='mlm'", "optim.max_steps=6")).fit()
+    assert summary["step"] == 6
+    assert (run / "hf" / "generator" / "config.json").is_file()
+    assert not (run / "hf" / "discriminator").exists()
+
+
+# -- never lose work ------------------------------------------------------------------------
+
+
+def _wait_for_step(run: Path, step: int, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert proc.poll() is None, "training exited early"
+        if (run / "metrics.jsonl").exists() and max(losses(run), default=0) >= step:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"step {step} not reached")
+
+
+def _pretrain_args(blocks: Path, run: Path, *extra: str) -> list[str]:
+    return cli(
+        "pretrain",
+        "--config",
+        "tiny",
+        "--data",
+        str(blocks),
+        "-o",
+        str(run),
+        "--set",
+        "run.progress=false",
+        "run.log_every=1",
+        "run.eval_every=0",
+        "run.export=false",
+        "optim.max_steps=40",
+        *extra,
+    )
+
+
+def test_sigkill_then_resume_gives_identical_losses(blocks: Path, tmp_path: Path) -> None:
+    ref, killed = tmp_path / "ref", tmp_path / "killed"
+    subprocess.run(_pretrain_args(blocks, ref, "run.save_every=7"), env=env(), check=True)
+    proc = subprocess.Popen(_pretrain_args(blocks, killed, "run.save_every=7"), env=env())
+    _wait_for_step(killed, 24, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    last = ckpt.latest_valid(killed / "checkpoints")
+    assert last is not None and last.step < 40
+    subprocess.run(
+        [*_pretrain_args(blocks, killed, "run.save_every=7"), "--resume"], env=env(), check=True
+    )
+    want, got = losses(ref), losses(killed)
+    assert sorted(got) == list(range(1, 41))
+    assert all(got[s] == want[s] for s in want), "resumed run diverged"
+
+
+def test_sigterm_writes_a_loadable_checkpoint(blocks: Path, tmp_path: Path) -> None:
+    run = tmp_path / "term"
+    proc = subprocess.Popen(
+        _pretrain_args(blocks, run, "run.save_every=1000", "optim.max_steps=100000"), env=env()
+    )
+    _wait_for_step(run, 5, proc)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    last = ckpt.latest_valid(run / "checkpoints")
+    assert last is not None and last.step >= 5
+    model_state, state, _ = ckpt.load(last.path)
+    assert (
+        state["step"] == last.step
+        and "discriminator.electra.encoder.layer.0.output.dense.weight" in model_state
+    )
+
+
+def test_truncated_checkpoint_is_detected_and_the_previous_used(
+    blocks: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "trunc"
+    Trainer(tiny(blocks, run, "optim.max_steps=6", "run.save_every=3", "run.export=false")).fit()
+    newest = ckpt.step_dirs(run / "checkpoints")[0]
+    assert newest.step == 6
+    weights = newest.path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(ckpt.CheckpointError, match="checksum mismatch"):
+        ckpt.load(newest.path)
+    with pytest.warns(UserWarning, match="step-00000006.*truncated or corrupted"):
+        found = ckpt.latest_valid(run / "checkpoints")
+    assert found is not None and found.step == 3
+    with pytest.warns(UserWarning):
+        summary = Trainer(
+            tiny(blocks, run, "optim.max_steps=8", "run.export=false"), resume=True
+        ).fit()
+    assert summary["step"] == 8
+
+
+@pytest.mark.parametrize("engine", ["ddp", "fsdp"])
+def test_two_processes_match_one_and_only_rank0_writes(
+    blocks: Path, tmp_path: Path, engine: str
+) -> None:
+    common = (
+        "optim.max_steps=6",
+        "optim.batch_size=8",
+        "run.save_every=3",
+        "model.hidden_dropout_prob=0.0",
+        "model.attention_probs_dropout_prob=0.0",
+        f"run.fsdp={'true' if engine == 'fsdp' else 'false'}",
+    )
+    one, two = tmp_path / "one", tmp_path / "two"
+    subprocess.run(_pretrain_args(blocks, one, *common), env=env(), check=True)
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+    args = _pretrain_args(blocks, two, *common)
+    subprocess.run([*torchrun, "-m", "electra.cli", *args[3:]], env=env(), check=True)
+    a, b = losses(one), losses(two)
+    assert sorted(a) == sorted(b) == list(range(1, 7))
+    for s in a:
+        assert b[s] == pytest.approx(a[s], rel=2e-4, abs=2e-4)
+    lines = (two / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) == 6  # one writer
+    assert [c.step for c in ckpt.step_dirs(two / "checkpoints")] == [6, 3]
+    assert not list(two.glob("**/.tmp-*"))
+
+
+def test_resume_under_another_world_size(blocks: Path, tmp_path: Path) -> None:
+    run = tmp_path / "ws"
+    subprocess.run(
+        _pretrain_args(blocks, run, "optim.max_steps=4", "run.save_every=2"), env=env(), check=True
+    )
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+    args = _pretrain_args(blocks, run, "optim.max_steps=8", "run.save_every=2")
+    subprocess.run([*torchrun, "-m", "electra.cli", *args[3:], "--resume"], env=env(), check=True)
+    assert sorted(losses(run)) == list(range(1, 9))
+    assert torch.isfinite(torch.tensor(list(losses(run).values()))).all()
+
+
+def test_pretraining_on_korean_text_learns_to_detect_replacements(
+    blocks: Path, tmp_path: Path
+) -> None:
+    """A few hundred steps of a tiny model on real Korean Wikipedia text."""
+    from sklearn.metrics import roc_auc_score
+
+    from electra.data import open_blocks
+    from electra.pretraining import SampleRNG
+    from electra.train import load_run_model
+
+    run = tmp_path / "ko"
+    cfg = tiny(
+        blocks,
+        run,
+        "optim.max_steps=300",
+        "optim.batch_size=32",
+        "optim.learning_rate=3e-3",
+        "optim.warmup_steps=30",
+        "run.log_every=1",
+        "run.eval_every=0",
+        "run.export=false",
+    )
+    Trainer(cfg).fit()
+    disc = [json.loads(x)["disc_loss"] for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert sum(disc[-20:]) / 20 < 0.7 * disc[0]  # the discriminator loss falls
+    model, _, _ = load_run_model(run)
+    model.eval()
+    b = open_blocks(blocks, "train")
+    ids, types = (torch.from_numpy(a) for a in b.get(list(range(64))))
+    mask = (ids != b.special.pad).long()
+    with torch.no_grad():  # masking never seen in training
+        out = model(
+            ids, mask, types, rng=SampleRNG(SampleRNG.seeds_for(99, range(64))), keep_tensors=True
+        )
+    real = mask.bool()
+    auc = roc_auc_score(out.replaced[real].numpy(), out.disc_logits[real].float().numpy())
+    assert auc > 0.53, f"replaced-token detection at chance (AUC {auc:.3f})"
