@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from electra.config import generator_config, preset
 from electra.flops import executed_matmul_flops_per_step
+from electra.optim import adamw
 from electra.pretraining import ElectraForPretraining, ObjectiveConfig, SpecialIds, mask_batch
 
 SPECIAL = SpecialIds(pad=0, cls=101, sep=102, mask=103, vocab_size=30522)
@@ -138,8 +139,8 @@ def run(args, dtype_name: str) -> dict:
     ours = ElectraForPretraining(cfg, ObjectiveConfig(generator_size=args.gen_size), SPECIAL)
     ours = ours.to(device).train()
     ref = build_reference(cfg, args.gen_size, device, args.ref_attn)
-    opt_o = torch.optim.AdamW(ours.parameters(), lr=1e-4, eps=1e-6, fused=device == "cuda")
-    opt_r = torch.optim.AdamW(ref.parameters(), lr=1e-4, eps=1e-6, fused=device == "cuda")
+    opt_o = adamw(ours.parameters(), lr=1e-4, eps=1e-6)  # what `electra pretrain` uses
+    opt_r = torch.optim.AdamW(ref.parameters(), lr=1e-4, eps=1e-6)  # what users write
     batch = make_batch(args.batch, args.seq, device)
     rng_o = torch.Generator(device=device).manual_seed(0)
     rng_r = torch.Generator(device=device).manual_seed(0)

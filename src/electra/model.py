@@ -32,11 +32,7 @@ class _CpuDropout(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: Tensor, p: float) -> Tensor:  # type: ignore[override]
-        n = x.numel()
-        bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device)
-        bits.random_(-(2**63), 2**63 - 1)
-        threshold = -32768 + round(p * 65536)
-        drop = (bits.view(torch.int16)[:n] < threshold).view(x.shape)
+        drop = _drop_mask(x, p)
         ctx.save_for_backward(drop)
         ctx.scale = 1.0 / (1.0 - p)
         return x.masked_fill(drop, 0).mul_(ctx.scale)
@@ -164,8 +160,20 @@ class Attention(nn.Module):
         return self.output(ctx, x)
 
 
+def _drop_mask(x: Tensor, p: float) -> Tensor:
+    """Bool mask, True with probability p (to 1/65536), from a quarter int64 per element."""
+    n = x.numel()
+    bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device)
+    bits.random_(-(2**63), 2**63 - 1)
+    return (bits.view(torch.int16)[:n] < -32768 + round(p * 65536)).view(x.shape)
+
+
 def _attention_with_dropout(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, p: float):
-    """softmax(q k^T / sqrt(d) + mask) with dropout, times v: (B, nh, L, d) -> same."""
+    """softmax(q k^T / sqrt(d) + mask) with dropout, times v: (B, nh, L, d) -> same.
+
+    (A hand-written autograd Function that touches the (L, L) tensors fewer
+    times measured slower than this on CPU, so autograd does the backward.)
+    """
     scores = q @ k.transpose(-1, -2) * (q.shape[-1] ** -0.5)  # (B, nh, L, L)
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)

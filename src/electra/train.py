@@ -54,6 +54,7 @@ from electra.config import (
     to_dict,
 )
 from electra.flops import paper_train_flops_per_step
+from electra.optim import adamw, linear_warmup_decay
 from electra.pretraining import ElectraForPretraining, ObjectiveConfig, SampleRNG
 
 # ---------------------------------------------------------------------------
@@ -238,13 +239,7 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, An
     ]
 
 
-def lr_factor(step: int, warmup: int, total: int) -> float:
-    """Linear warmup to 1 over ``warmup`` steps, then linear decay to 0 at ``total``."""
-    if warmup > 0 and step < warmup:
-        return (step + 1) / warmup
-    if total <= warmup:
-        return 1.0
-    return max(0.0, (total - step) / (total - warmup))
+lr_factor = linear_warmup_decay  # the schedule, by its old name
 
 
 # ---------------------------------------------------------------------------
@@ -377,12 +372,11 @@ class Trainer:
                 "another run.output_dir"
             )
         wrapped = self._wrap(model, env)
-        opt = torch.optim.AdamW(
+        opt = adamw(
             parameter_groups(model, cfg.optim.weight_decay),
             lr=cfg.optim.learning_rate,
             betas=(cfg.optim.adam_beta1, cfg.optim.adam_beta2),
             eps=cfg.optim.adam_eps,
-            fused=env.device.type == "cuda",
         )
         if state is not None:
             _load_optimizer(model, opt, state["optimizer"])

@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from electra.config import ConfigError
+from electra.optim import adamw, linear_warmup_decay
 
 Size = Literal["small", "base", "large"]
 
@@ -263,7 +264,7 @@ def build_optimizer(model: nn.Module, recipe: Recipe, num_layers: int) -> torch.
         recipe.weight_decay,
         recipe.layerwise_decay_official_offset,
     )
-    return torch.optim.AdamW(
+    return adamw(
         groups,
         lr=recipe.learning_rate,
         betas=tuple(recipe.adam_betas),
@@ -284,8 +285,6 @@ def linear_schedule(
     warm = max(0, min(warmup_steps, total))
 
     def factor(step: int) -> float:
-        if warm and step < warm:
-            return (step + 1) / warm
-        return max(0.0, (total - step) / max(1, total - warm))
+        return linear_warmup_decay(step, warm, total)
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
