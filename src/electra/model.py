@@ -253,6 +253,10 @@ class ElectraModel(nn.Module):
         if config.embedding_size != config.hidden_size:
             self.embeddings_project = nn.Linear(config.embedding_size, config.hidden_size)
         self.encoder = Encoder(config)
+        # Shared embeddings belong to (and were initialised by) another model.
+        for child in self.children():
+            if child is not embeddings:
+                init_weights(child, config.initializer_range)
 
     def forward(
         self,
@@ -305,13 +309,7 @@ class ElectraDiscriminator(nn.Module):
         self.config = config
         self.electra = ElectraModel(config, embeddings)
         self.discriminator_predictions = DiscriminatorHead(config)
-        if embeddings is None:
-            init_weights(self, config.initializer_range)
-        else:  # do not re-initialise the shared tables
-            init_weights(self.electra.encoder, config.initializer_range)
-            init_weights(self.discriminator_predictions, config.initializer_range)
-            if hasattr(self.electra, "embeddings_project"):
-                init_weights(self.electra.embeddings_project, config.initializer_range)
+        init_weights(self.discriminator_predictions, config.initializer_range)
 
     def forward(
         self,
@@ -372,13 +370,7 @@ class ElectraGenerator(nn.Module):
         self.electra = ElectraModel(config, embeddings)
         self.generator_predictions = GeneratorPredictions(config)
         self.generator_lm_head = TiedLMHead(self.electra.embeddings.word_embeddings)
-        if embeddings is None:
-            init_weights(self, config.initializer_range)
-        else:
-            init_weights(self.electra.encoder, config.initializer_range)
-            init_weights(self.generator_predictions, config.initializer_range)
-            if hasattr(self.electra, "embeddings_project"):
-                init_weights(self.electra.embeddings_project, config.initializer_range)
+        init_weights(self.generator_predictions, config.initializer_range)
 
     def forward(
         self,
