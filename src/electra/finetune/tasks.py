@@ -70,26 +70,14 @@ from electra.finetune.readers import (
     tagging_from_rows,
     text_examples,
 )
+from electra.paths import default_data_dir
 
 FAMILIES = ("classification", "regression", "tagging", "qa")
 
 
-def _default_data_dir() -> Path:
-    """``$ELECTRA_DATA_DIR``, else ``electra.paths.default_data_dir()``, else ``<repo>/../shared/data``."""
-    env = os.environ.get("ELECTRA_DATA_DIR")
-    if env:
-        return Path(env)
-    try:
-        from electra.paths import default_data_dir  # type: ignore[import-not-found]
-
-        return Path(default_data_dir())
-    except ImportError:
-        pass
-    return Path(__file__).resolve().parents[3].parent / "shared" / "data"
-
-
 def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path:
-    return Path(data_dir) if data_dir else _default_data_dir()
+    """``data_dir`` if given, else the shared data directory (``ELECTRA_DATA_DIR``)."""
+    return Path(data_dir) if data_dir else default_data_dir()
 
 
 @dataclass
