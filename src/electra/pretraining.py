@@ -315,20 +315,27 @@ class PretrainOutput:
     replaced: Tensor | None = None
     disc_logits: Tensor | None = None
 
+    def metrics(self) -> tuple[list[str], Tensor]:
+        """Names and a 1-d fp32 tensor of the scalar metrics present (no host sync)."""
+        present = [(n, getattr(self, n)) for n in METRIC_NAMES if getattr(self, n) is not None]
+        values = torch.stack([v.detach().float() for _, v in present])
+        return [n for n, _ in present], values
+
     def scalars(self) -> dict[str, float]:
         """The scalar metrics as Python floats (one host sync)."""
-        names = [
-            "loss",
-            "mlm_loss",
-            "disc_loss",
-            "gen_accuracy",
-            "disc_accuracy",
-            "replaced_precision",
-            "replaced_recall",
-        ]
-        present = [(n, getattr(self, n)) for n in names if getattr(self, n) is not None]
-        values = torch.stack([v.detach().float() for _, v in present]).tolist()
-        return {n: v for (n, _), v in zip(present, values, strict=True)}
+        names, values = self.metrics()
+        return dict(zip(names, values.tolist(), strict=True))
+
+
+METRIC_NAMES = (
+    "loss",
+    "mlm_loss",
+    "disc_loss",
+    "gen_accuracy",
+    "disc_accuracy",
+    "replaced_precision",
+    "replaced_recall",
+)
 
 
 class ElectraForPretraining(nn.Module):

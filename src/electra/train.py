@@ -279,6 +279,28 @@ class _Stop:
             signal.signal(sig, old)
 
 
+class _Window:
+    """Metrics summed over the steps since the last log line (kept on the device)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.sum: torch.Tensor | None = None
+        self.steps = 0
+        self.tokens = 0
+        self.seconds = 0.0  # training time only: evaluation and checkpoints excluded
+
+    def add(self, values: torch.Tensor, tokens: int, seconds: float) -> None:
+        self.sum = values if self.sum is None else self.sum + values
+        self.steps += 1
+        self.tokens += tokens
+        self.seconds += seconds
+
+    def mean(self) -> torch.Tensor:
+        return self.sum / max(self.steps, 1)
+
+
 class MetricsLog:
     """``metrics.jsonl`` (+ TensorBoard) written by rank 0 only."""
 
@@ -468,27 +490,28 @@ class Trainer:
         with self._autocast():
             return self.wrapped(ids, mask, types, rng=SampleRNG(seeds, dev))
 
-    def _train_step(self, step: int, scaler) -> dict[str, float]:
+    def _train_step(self, step: int, scaler) -> tuple[list[str], torch.Tensor, int]:
+        """One optimizer step; returns metric names, their values (on device) and tokens."""
         cfg, env = self.cfg, self.env
         torch.manual_seed(_mix_seed(cfg.run.seed, step, env.rank))  # dropout, reproducibly
         accum = cfg.optim.grad_accum
-        sums: dict[str, float] = {}
+        total = None
         tokens = 0
         for i in range(accum):
             start = self.loader.position + env.rank * self.micro  # this rank's first block
             batch = next(self.loader)
-            sync = i == accum - 1
+            last_micro = i == accum - 1
             ctx = (
                 self.wrapped.no_sync()
-                if not sync and hasattr(self.wrapped, "no_sync")
+                if not last_micro and hasattr(self.wrapped, "no_sync")
                 else contextlib.nullcontext()
             )
             with ctx:
                 out = self._forward(batch, start)
                 loss = out.loss / accum
                 (scaler.scale(loss) if scaler else loss).backward()
-            for k, v in out.scalars().items():
-                sums[k] = sums.get(k, 0.0) + v / accum
+            names, values = out.metrics()
+            total = values / accum if total is None else total + values / accum
             tokens += int(batch["attention_mask"].sum())
         if scaler:
             scaler.unscale_(self.opt)
@@ -499,17 +522,17 @@ class Trainer:
         else:
             self.opt.step()
         self.opt.zero_grad(set_to_none=True)
-        sums["grad_norm"] = grad_norm
-        sums["tokens"] = tokens
-        return sums
+        values = torch.cat([total, grad_norm.detach().float().reshape(1).to(total.device)])
+        return [*names, "grad_norm"], values, tokens
 
-    def _clip(self) -> float:
+    def _clip(self) -> torch.Tensor:
+        """Clip the global gradient norm; returns the norm before clipping (no host sync)."""
         clip = self.cfg.optim.grad_clip
         params = [p for p in self.model.parameters() if p.grad is not None]
         norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
         if hasattr(norm, "full_tensor"):  # DTensor under FSDP
             norm = norm.full_tensor()
-        return float(norm)
+        return norm
 
     def _set_lr(self, step: int) -> float:
         o = self.cfg.optim
@@ -519,17 +542,13 @@ class Trainer:
         return lr
 
     def _reduce(self, values: dict[str, float]) -> dict[str, float]:
-        """Average metrics over ranks (token counts summed)."""
+        """Average metrics over ranks."""
         if not dist.is_initialized():
             return values
         keys = sorted(values)
         t = torch.tensor([values[k] for k in keys], dtype=torch.float64, device=self.env.device)
         _all_reduce(t)
-        out = dict(zip(keys, t.tolist(), strict=True))
-        for k in keys:
-            if k != "tokens":
-                out[k] /= self.env.world
-        return out
+        return {k: v / self.env.world for k, v in zip(keys, t.tolist(), strict=True)}
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
@@ -599,6 +618,34 @@ class Trainer:
             dist.barrier()
         return path
 
+    def _should_stop(self, stop: _Stop) -> bool:
+        """Whether any rank got SIGTERM/SIGINT (all ranks agree, to checkpoint together)."""
+        if not dist.is_initialized():
+            return stop.signal is not None
+        flag = torch.tensor([1 if stop.signal is not None else 0], device=self.env.device)
+        return bool(_all_reduce(flag, dist.ReduceOp.MAX).item())
+
+    def _log(self, step, lr, names, window: _Window, t0, log, bar) -> dict[str, float]:
+        """Average the window's metrics over steps and ranks, write them, show them."""
+        cfg = self.cfg
+        metrics = self._reduce(dict(zip(names, window.mean().tolist(), strict=True)))
+        world = self.env.world if dist.is_initialized() else 1
+        record = {
+            "step": step,
+            **metrics,
+            "lr": lr,
+            "tokens_per_s": window.tokens * world / max(window.seconds, 1e-9),
+            "tokens_seen": step * cfg.optim.batch_size * self.train_blocks.block_length,
+            "train_flops": step * self.flops_step,
+            "elapsed_s": time.time() - t0,
+        }
+        window.reset()
+        if log is not None:
+            log.write(record)
+        if bar is not None:
+            bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}")
+        return record
+
     def _loop(self, step: int, log: MetricsLog | None) -> dict[str, Any]:
         cfg, env = self.cfg, self.env
         scaler = (
@@ -616,45 +663,29 @@ class Trainer:
         self.model.train()
         t0 = time.time()
         last_save = time.time()
-        window_t, window_tokens = time.time(), 0
+        window = _Window()
         last: dict[str, float] = {}
         stop_reason = "max_steps"
         with _Stop() as stop:
             while step < self.planned:
                 lr = self._set_lr(step)
-                metrics = self._train_step(step, scaler)
+                t_step = time.time()
+                names, values, tokens = self._train_step(step, scaler)
                 step += 1
-                window_tokens += metrics["tokens"]
+                window.add(values, tokens, time.time() - t_step)
                 if step % cfg.run.log_every == 0 or step == self.planned:
-                    metrics = self._reduce(metrics)
-                    dt = max(time.time() - window_t, 1e-9)
-                    tok_s = window_tokens * (env.world if dist.is_initialized() else 1) / dt
-                    record = {
-                        "step": step,
-                        **{k: v for k, v in metrics.items() if k != "tokens"},
-                        "lr": lr,
-                        "tokens_per_s": tok_s,
-                        "tokens_seen": step * cfg.optim.batch_size * self.train_blocks.block_length,
-                        "train_flops": step * self.flops_step,
-                        "elapsed_s": time.time() - t0,
-                    }
-                    last = record
-                    window_t, window_tokens = time.time(), 0
-                    if log is not None:
-                        log.write(record)
-                    if bar is not None:
-                        bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{tok_s:.0f}")
+                    last = self._log(step, lr, names, window, t0, log, bar)
                 if cfg.run.eval_every and step % cfg.run.eval_every == 0:
                     ev = self.evaluate()
                     if ev and log is not None:
                         log.write({"step": step, **ev})
                 if bar is not None:
                     bar.update(1)
-                flag = torch.tensor([stop.signal or 0], device=env.device)
-                stop_now = int(_all_reduce(flag, dist.ReduceOp.MAX).item())
-                timed_out = cfg.run.max_minutes > 0 and time.time() - t0 > cfg.run.max_minutes * 60
-                if stop_now or timed_out:
-                    stop_reason = "signal" if stop_now else "max_minutes"
+                if self._should_stop(stop):
+                    stop_reason = "signal"
+                    break
+                if cfg.run.max_minutes > 0 and time.time() - t0 > cfg.run.max_minutes * 60:
+                    stop_reason = "max_minutes"
                     break
                 due = step % cfg.run.save_every == 0 or (
                     time.time() - last_save > cfg.run.save_every_minutes * 60
