@@ -31,12 +31,12 @@ class DemoCommand:
     minutes: float = field(default=10.0, metadata={"doc": "Pre-training time budget."})
     vocab_size: int = field(default=16000, metadata={"doc": "Vocabulary size."})
     nsmc_train_examples: int = field(
-        default=8000, metadata={"doc": "NSMC training reviews used (0: all)."}
+        default=12000, metadata={"doc": "NSMC training reviews used (0: all 36k)."}
     )
     nsmc_eval_examples: int = field(
-        default=2000, metadata={"doc": "NSMC dev and test reviews used (0: all)."}
+        default=4000, metadata={"doc": "NSMC dev and test reviews used (0: all 12k each)."}
     )
-    epochs: int = field(default=2, metadata={"doc": "NSMC fine-tuning epochs."})
+    epochs: int = field(default=3, metadata={"doc": "NSMC fine-tuning epochs."})
     seeds: list[int] = field(default_factory=lambda: [1], metadata={"doc": "Fine-tuning seeds."})
     smoke: bool = field(
         default=False, metadata={"doc": "A tiny version of every stage (about a minute)."}
