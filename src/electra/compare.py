@@ -63,13 +63,16 @@ class CompareCommand:
         default_factory=lambda: [1, 2, 3], metadata={"doc": "Fine-tuning seeds."}
     )
     max_train_examples: int = field(
-        default=2000, metadata={"doc": "Fine-tuning examples per task (0: all)."}
+        default=4000, metadata={"doc": "Fine-tuning examples per task (0: all)."}
     )
     max_eval_examples: int = field(
         default=1000, metadata={"doc": "Dev/test examples per task (0: all)."}
     )
-    epochs: int = field(default=2, metadata={"doc": "Fine-tuning epochs."})
+    epochs: int = field(default=3, metadata={"doc": "Fine-tuning epochs."})
     max_length: int = field(default=64, metadata={"doc": "Fine-tuning max tokens."})
+    bf16: bool = field(
+        default=True, metadata={"doc": "Fine-tune under bf16 autocast (1.6x faster on CPU)."}
+    )
     vocab_size: int = field(default=16000, metadata={"doc": "Vocabulary size when built here."})
     corpus_mb: float = field(
         default=12.0, metadata={"doc": "Megabytes of text per language when built here."}
@@ -216,6 +219,15 @@ def untrained_encoder(cmd: CompareCommand, blocks: Path, out: Path) -> str:
     return str(target)
 
 
+def finetune_settings(cmd: CompareCommand) -> str:
+    """A short fingerprint of the fine-tuning options (results are reused only if equal)."""
+    import hashlib
+
+    keys = ("seeds", "epochs", "max_length", "max_train_examples", "max_eval_examples", "bf16")
+    body = json.dumps({k: getattr(cmd, k) for k in keys}, sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()[:8]
+
+
 def finetune_point(cmd: CompareCommand, model: str, task: str, out: Path, data_dir: Path) -> dict:
     """Median/mean/std of the task's main test metric over the seeds (reused if done)."""
     from electra.finetune.run import FinetuneArgs, finetune
@@ -236,6 +248,7 @@ def finetune_point(cmd: CompareCommand, model: str, task: str, out: Path, data_d
             max_length=cmd.max_length,
             max_train_examples=cmd.max_train_examples,
             max_eval_examples=cmd.max_eval_examples,
+            bf16=cmd.bf16,
             progress=cmd.progress,
         )
     )
@@ -263,10 +276,11 @@ def compare(cmd: CompareCommand) -> dict[str, Any]:
     for arm in ARMS:
         arm_points, per_step[arm] = pretrain_arm(cmd, arm, blocks, out)
         points += arm_points
+    settings = finetune_settings(cmd)
     for p in points:
         p["scores"] = {}
         for task in cmd.tasks:
-            where = out / "finetune" / f"{p['arm']}-{p['steps']}" / task
+            where = out / "finetune" / f"{p['arm']}-{p['steps']}" / f"{task}-{settings}"
             _log(f"fine-tuning {p['arm']} @ {p['flops']:.3g} FLOPs on {task}")
             p["scores"][task] = _main_scores(finetune_point(cmd, p["model"], task, where, data_dir))
     result = {
