@@ -21,6 +21,8 @@ Stages are reused when re-run with the same options.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import statistics
 import time
@@ -142,10 +144,12 @@ def pretrain_arm(
     """
     from electra.train import Trainer, export_run, load_config
 
-    run = out / arm
     probe = load_config(cmd.config, [*cmd.set, f"objective.objective='{arm}'"])
     probe.data.blocks = str(blocks)
     flops_step = _flops_per_step(probe, blocks)
+    # The run directory is keyed by the recipe, so changing the config or a --set never
+    # reuses (or resumes) a run trained with other settings.
+    run = out / f"{arm}-{_fingerprint(dataclasses.asdict(probe))}"
     steps = int(cmd.budget_flops // flops_step)
     if steps < 10:
         raise ConfigError(
@@ -182,7 +186,15 @@ def pretrain_arm(
         if not (hf / "generator" / "config.json").is_file():
             export_run(ckpt_dir, hf)
         model = hf / ("discriminator" if arm == "rtd" else "generator")
-        points.append({"arm": arm, "steps": mark, "flops": mark * flops_step, "model": str(model)})
+        points.append(
+            {
+                "arm": arm,
+                "run": run.name,
+                "steps": mark,
+                "flops": mark * flops_step,
+                "model": str(model),
+            }
+        )
     return points, flops_step
 
 
@@ -199,7 +211,7 @@ def _flops_per_step(cfg, blocks: Path) -> float:
     )
 
 
-def untrained_encoder(cmd: CompareCommand, blocks: Path, out: Path) -> str:
+def untrained_encoder(cmd: CompareCommand, blocks: Path, out: Path) -> Path:
     """The same discriminator shape, randomly initialised: the no-pre-training baseline."""
     import torch
 
@@ -208,24 +220,25 @@ def untrained_encoder(cmd: CompareCommand, blocks: Path, out: Path) -> str:
     from electra.model import ElectraDiscriminator
     from electra.train import load_config, resolve_model
 
-    target = out / "none" / "hf" / "discriminator"
+    cfg = load_config(cmd.config, list(cmd.set))
+    model_cfg = resolve_model(cfg, open_blocks(blocks, "train").vocab_size, "compare")
+    target = out / f"none-{_fingerprint(dataclasses.asdict(model_cfg))}" / "hf" / "discriminator"
     if not (target / "config.json").is_file():
-        cfg = load_config(cmd.config, list(cmd.set))
-        b = open_blocks(blocks, "train")
         torch.manual_seed(0)
-        export_discriminator(
-            ElectraDiscriminator(resolve_model(cfg, b.vocab_size, "compare")), target, blocks
-        )
-    return str(target)
+        export_discriminator(ElectraDiscriminator(model_cfg), target, blocks)
+    return target
+
+
+def _fingerprint(obj: Any) -> str:
+    """Eight hex digits naming a JSON-able set of settings."""
+    body = json.dumps(obj, sort_keys=True, default=str)
+    return hashlib.sha256(body.encode()).hexdigest()[:8]
 
 
 def finetune_settings(cmd: CompareCommand) -> str:
     """A short fingerprint of the fine-tuning options (results are reused only if equal)."""
-    import hashlib
-
     keys = ("seeds", "epochs", "max_length", "max_train_examples", "max_eval_examples", "bf16")
-    body = json.dumps({k: getattr(cmd, k) for k in keys}, sort_keys=True)
-    return hashlib.sha256(body.encode()).hexdigest()[:8]
+    return _fingerprint({k: getattr(cmd, k) for k in keys})
 
 
 def finetune_point(cmd: CompareCommand, model: str, task: str, out: Path, data_dir: Path) -> dict:
@@ -269,8 +282,9 @@ def compare(cmd: CompareCommand) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     data_dir = Path(cmd.data_dir) if cmd.data_dir else default_data_dir()
     blocks = Path(cmd.blocks) if cmd.blocks else build_blocks(cmd, out / "data", data_dir)
+    none = untrained_encoder(cmd, blocks, out)
     points: list[dict[str, Any]] = [
-        {"arm": "none", "steps": 0, "flops": 0.0, "model": untrained_encoder(cmd, blocks, out)}
+        {"arm": "none", "run": none.parents[1].name, "steps": 0, "flops": 0.0, "model": str(none)}
     ]
     per_step = {}
     for arm in ARMS:
@@ -280,7 +294,7 @@ def compare(cmd: CompareCommand) -> dict[str, Any]:
     for p in points:
         p["scores"] = {}
         for task in cmd.tasks:
-            where = out / "finetune" / f"{p['arm']}-{p['steps']}" / f"{task}-{settings}"
+            where = out / "finetune" / f"{p['run']}-{p['steps']}" / f"{task}-{settings}"
             _log(f"fine-tuning {p['arm']} @ {p['flops']:.3g} FLOPs on {task}")
             p["scores"][task] = _main_scores(finetune_point(cmd, p["model"], task, where, data_dir))
     result = {
