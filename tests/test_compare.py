@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from electra.compare import CompareCommand, compare
+from electra.compare import CompareCommand, arm_run_dir, compare
 
 
 def test_compare_at_a_tiny_budget(blocks: Path, data_dir: Path, tmp_path: Path) -> None:
@@ -47,3 +47,20 @@ def test_compare_at_a_tiny_budget(blocks: Path, data_dir: Path, tmp_path: Path) 
     # A second run reuses every stage.
     again = compare(cmd)
     assert [p["scores"] for p in again["points"]] == [p["scores"] for p in result["points"]]
+
+
+def test_arm_runs_are_keyed_by_their_recipe(blocks: Path, tmp_path: Path) -> None:
+    base = CompareCommand(config="tiny", budget_flops=1e10)
+    run = arm_run_dir(base, "rtd", blocks, tmp_path)
+    assert run == arm_run_dir(
+        CompareCommand(config="tiny", budget_flops=1e10), "rtd", blocks, tmp_path
+    )
+    assert run.name.startswith("rtd-")
+    changed = [
+        CompareCommand(config="tiny", budget_flops=1e10, set=["optim.learning_rate=1e-4"]),
+        CompareCommand(config="tiny", budget_flops=2e10),
+        CompareCommand(config="tiny", budget_flops=1e10, points=3),
+    ]
+    others = {arm_run_dir(c, "rtd", blocks, tmp_path) for c in changed}
+    assert run not in others and len(others) == 3
+    assert arm_run_dir(base, "mlm", blocks, tmp_path).name.startswith("mlm-")

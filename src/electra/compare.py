@@ -135,6 +135,20 @@ def build_blocks(cmd: CompareCommand, out: Path, data_dir: Path) -> Path:
     return blocks
 
 
+def arm_run_dir(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> Path:
+    """``OUT/ARM-XXXXXXXX``, keyed by the arm's recipe, blocks, budget and points.
+
+    Changing the config, a ``--set``, the blocks or the budget therefore never reuses
+    (or resumes) a run trained with other settings.
+    """
+    from electra.train import load_config
+
+    recipe = load_config(cmd.config, [*cmd.set, f"objective.objective='{arm}'"])
+    recipe.data.blocks = str(blocks)
+    key = [dataclasses.asdict(recipe), cmd.budget_flops, cmd.points]
+    return out / f"{arm}-{_fingerprint(key)}"
+
+
 def pretrain_arm(
     cmd: CompareCommand, arm: str, blocks: Path, out: Path
 ) -> tuple[list[dict[str, Any]], float]:
@@ -144,12 +158,9 @@ def pretrain_arm(
     """
     from electra.train import Trainer, export_run, load_config
 
+    run = arm_run_dir(cmd, arm, blocks, out)
     probe = load_config(cmd.config, [*cmd.set, f"objective.objective='{arm}'"])
-    probe.data.blocks = str(blocks)
     flops_step = _flops_per_step(probe, blocks)
-    # The run directory is keyed by the recipe, so changing the config or a --set never
-    # reuses (or resumes) a run trained with other settings.
-    run = out / f"{arm}-{_fingerprint(dataclasses.asdict(probe))}"
     steps = int(cmd.budget_flops // flops_step)
     if steps < 10:
         raise ConfigError(
