@@ -315,3 +315,12 @@ def test_pretraining_on_korean_text_learns_to_detect_replacements(
     real = mask.bool()
     auc = roc_auc_score(out.replaced[real].numpy(), out.disc_logits[real].float().numpy())
     assert auc > 0.53, f"replaced-token detection at chance (AUC {auc:.3f})"
+
+
+def test_time_budget_stops_with_a_checkpoint(blocks: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    cfg = tiny(blocks, run, "optim.max_steps=50", "run.max_minutes=1e-9", "run.eval_every=0")
+    summary = Trainer(cfg).fit()
+    assert summary["stopped"] == "max_minutes" and summary["step"] == 1
+    assert ckpt.latest_valid(run / "checkpoints") is not None
+    assert json.loads((run / "summary.json").read_text())["step"] == 1

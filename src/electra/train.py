@@ -289,13 +289,17 @@ class _Window:
         self.sum: torch.Tensor | None = None
         self.steps = 0
         self.tokens = 0
-        self.seconds = 0.0  # training time only: evaluation and checkpoints excluded
+        self.start = time.time()
+        self.paused = 0.0  # evaluation and checkpoint time, not training
 
-    def add(self, values: torch.Tensor, tokens: int, seconds: float) -> None:
+    def add(self, values: torch.Tensor, tokens: int) -> None:
         self.sum = values if self.sum is None else self.sum + values
         self.steps += 1
         self.tokens += tokens
-        self.seconds += seconds
+
+    def seconds(self) -> float:
+        """Wall time of the window's training; call after a host sync (e.g. ``tolist``)."""
+        return time.time() - self.start - self.paused
 
     def mean(self) -> torch.Tensor:
         return self.sum / max(self.steps, 1)
@@ -618,12 +622,18 @@ class Trainer:
             dist.barrier()
         return path
 
-    def _should_stop(self, stop: _Stop) -> bool:
-        """Whether any rank got SIGTERM/SIGINT (all ranks agree, to checkpoint together)."""
-        if not dist.is_initialized():
-            return stop.signal is not None
-        flag = torch.tensor([1 if stop.signal is not None else 0], device=self.env.device)
-        return bool(_all_reduce(flag, dist.ReduceOp.MAX).item())
+    def _stop_reason(self, stop: _Stop, t0: float) -> str | None:
+        """ "signal" (SIGTERM/SIGINT), "max_minutes" or None, the same on every rank.
+
+        Ranks decide together, so that none waits forever in a collective that the
+        others have left (each rank's clock and signals are its own).
+        """
+        budget = self.cfg.run.max_minutes * 60
+        code = 2 if stop.signal is not None else int(budget > 0 and time.time() - t0 > budget)
+        if dist.is_initialized():
+            flag = torch.tensor([code], device=self.env.device)
+            code = int(_all_reduce(flag, dist.ReduceOp.MAX).item())
+        return {0: None, 1: "max_minutes", 2: "signal"}[code]
 
     def _log(self, step, lr, names, window: _Window, t0, log, bar) -> dict[str, float]:
         """Average the window's metrics over steps and ranks, write them, show them."""
@@ -634,7 +644,7 @@ class Trainer:
             "step": step,
             **metrics,
             "lr": lr,
-            "tokens_per_s": window.tokens * world / max(window.seconds, 1e-9),
+            "tokens_per_s": window.tokens * world / max(window.seconds(), 1e-9),
             "tokens_seen": step * cfg.optim.batch_size * self.train_blocks.block_length,
             "train_flops": step * self.flops_step,
             "elapsed_s": time.time() - t0,
@@ -669,30 +679,31 @@ class Trainer:
         with _Stop() as stop:
             while step < self.planned:
                 lr = self._set_lr(step)
-                t_step = time.time()
                 names, values, tokens = self._train_step(step, scaler)
                 step += 1
-                window.add(values, tokens, time.time() - t_step)
+                window.add(values, tokens)
                 if step % cfg.run.log_every == 0 or step == self.planned:
                     last = self._log(step, lr, names, window, t0, log, bar)
                 if cfg.run.eval_every and step % cfg.run.eval_every == 0:
+                    t_eval = time.time()
                     ev = self.evaluate()
                     if ev and log is not None:
                         log.write({"step": step, **ev})
+                    window.paused += time.time() - t_eval
                 if bar is not None:
                     bar.update(1)
-                if self._should_stop(stop):
-                    stop_reason = "signal"
-                    break
-                if cfg.run.max_minutes > 0 and time.time() - t0 > cfg.run.max_minutes * 60:
-                    stop_reason = "max_minutes"
+                reason = self._stop_reason(stop, t0)
+                if reason is not None:
+                    stop_reason = reason
                     break
                 due = step % cfg.run.save_every == 0 or (
                     time.time() - last_save > cfg.run.save_every_minutes * 60
                 )
                 if due and step < self.planned:
+                    t_save = time.time()
                     self.save(step)
                     last_save = time.time()
+                    window.paused += last_save - t_save
         if bar is not None:
             bar.close()
         path = self.save(step)
