@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from finetune_fixtures import DATA
 
-from electra.finetune.common import DatasetError
+from electra.finetune.common import DatasetError, TextExample
 from electra.finetune.readers import nsmc_label, read_nsmc_ratings, read_nsmc_raw, read_squad
 from electra.finetune.tasks import (
     DataOptions,
+    balance_classes,
     get_task,
     load_task_data,
     seeded_split,
@@ -33,7 +34,7 @@ def test_nsmc_builder_rule_dedup_and_stratified_split() -> None:
     assert stats["reviews"] == 88777 and stats["neutral_5_8"] == 26531
     texts = [e.text for e in examples]
     assert len(texts) == len(set(texts))  # de-duplicated
-    d = load_task_data("nsmc")
+    d = load_task_data("nsmc", DataOptions(balance=False))  # every review kept
     s = d.splits
     n = len(s.train) + len(s.dev) + len(s.test)
     assert n == len(examples)
@@ -44,11 +45,42 @@ def test_nsmc_builder_rule_dedup_and_stratified_split() -> None:
     assert max(ratio) - min(ratio) < 0.001  # stratified
     assert not {e.text for e in s.train} & {e.text for e in s.test}
     # seeded: the same seed gives the same split, another seed another one
-    again = load_task_data("nsmc")
+    again = load_task_data("nsmc", DataOptions(balance=False))
     assert [e.guid for e in again.splits.test] == [e.guid for e in s.test]
-    other = load_task_data("nsmc", DataOptions(split_seed=7))
+    other = load_task_data("nsmc", DataOptions(split_seed=7, balance=False))
     assert [e.guid for e in other.splits.test] != [e.guid for e in s.test]
-    assert "5-8 dropped" in s.notes["source"]
+    assert "5-8 dropped" in s.notes["source"] and "unbalanced" in s.notes["source"]
+    # the sizes before balancing: 60/20/20 of all 60,865 de-duplicated labelled reviews
+    assert (len(s.train), len(s.dev), len(s.test)) == (36519, 12173, 12173)
+
+
+def test_nsmc_is_balanced_by_default() -> None:
+    examples, _ = read_nsmc_raw(DATA / "nsmc" / "raw_subset")
+    minority = min(sum(e.label == lab for e in examples) for lab in ("negative", "positive"))
+    s = load_task_data("nsmc").splits
+    parts = (s.train, s.dev, s.test)
+    assert sum(len(p) for p in parts) == 2 * minority  # the majority class cut to the minority
+    for part in parts:
+        pos = sum(e.label == "positive" for e in part)
+        assert abs(pos - (len(part) - pos)) <= 1  # 50/50 within one review
+    texts = [{e.text for e in p} for p in parts]
+    assert not (texts[0] & texts[1] or texts[0] & texts[2] or texts[1] & texts[2])
+    assert "balanced 50/50" in s.notes["source"]
+    again = load_task_data("nsmc").splits
+    assert [[e.guid for e in p] for p in (again.train, again.dev, again.test)] == [
+        [e.guid for e in p] for p in parts
+    ]
+    other = load_task_data("nsmc", DataOptions(split_seed=7)).splits
+    assert {e.guid for e in other.train} != {e.guid for e in s.train}
+
+
+def test_balance_classes_keeps_the_minority_and_order() -> None:
+    items = [TextExample(f"t{i}", label="a" if i % 4 else "b") for i in range(40)]
+    out = balance_classes(items, seed=3)
+    assert sum(e.label == "a" for e in out) == sum(e.label == "b" for e in out) == 10
+    assert {e.text for e in items if e.label == "b"} <= {e.text for e in out}
+    assert [int(e.text[1:]) for e in out] == sorted(int(e.text[1:]) for e in out)
+    assert balance_classes(items, seed=3) == out and balance_classes(items, seed=4) != out
 
 
 def test_nsmc_official_ratings_format(tmp_path: Path) -> None:

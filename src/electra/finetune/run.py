@@ -337,6 +337,11 @@ class FinetuneArgs:
     max_answer_length: int = _doc("QA: max answer tokens.", default=30)
     seeds: list[int] = _doc("Fine-tuning seeds (one run each).", default_factory=lambda: [1])
     split_seed: int = _doc("Seed of the train/dev/test splits made here.", default=42)
+    balance: bool = _doc(
+        "NSMC from raw reviews: down-sample the majority class to 50/50 like the official "
+        "corpus (--no-balance keeps every review).",
+        default=True,
+    )
     select_by: Literal["metric", "loss"] = _doc(
         "Select the best epoch by the dev metric or the dev loss.", default="metric"
     )
@@ -363,6 +368,7 @@ class FinetuneArgs:
             text_pair_column=self.text_pair_column,
             label_column=self.label_column,
             split_seed=self.split_seed,
+            balance=self.balance,
         )
 
 
@@ -866,6 +872,7 @@ def _data_options_for(ft: Finetuned, args: Any) -> DataOptions:
     stored = dict(ft.info.data)
     known = {f.name for f in dataclasses.fields(DataOptions)}
     opts = DataOptions(**{k: v for k, v in stored.items() if k in known})
+    opts.balance = bool(stored.get("balance", False))  # models saved before balancing: all
     if getattr(args, "data_dir", ""):
         opts.data_dir = str(Path(args.data_dir).resolve())
     for name in ("text_column", "text_pair_column", "label_column"):

@@ -28,7 +28,10 @@ article for QA so no paragraph leaks between splits):
 * **NSMC**: from the official ``nsmc/ratings_train.txt``/``ratings_test.txt``
   when present (dev = 10% of train), else built from the raw review files
   (``nsmc/raw_subset``): rating 1-4 negative, 9-10 positive, 5-8 dropped,
-  de-duplicated, split 60/20/20 as in the workflow it replaces.
+  de-duplicated, then balanced like the official corpus (a seeded random
+  subset of the majority class, as large as the minority class; ``balance``
+  False / ``--no-balance`` keeps every review, 75% positive), split 60/20/20
+  stratified, so every split is 50/50 (within one review).
 * **custom**: ``--train-file`` (+ optional ``--dev-file``, ``--test-file``) in
   CSV/TSV/JSON Lines with ``--text-column``, ``--text-pair-column``,
   ``--label-column``; ``--task-type`` classification (default), regression,
@@ -95,6 +98,7 @@ class DataOptions:
     split_seed: int = 42
     dev_fraction: float = 0.1
     test_fraction: float = 0.1
+    balance: bool = True  # NSMC built from raw reviews: down-sample the majority class
 
     def __post_init__(self) -> None:
         for name in ("dev_fraction", "test_fraction"):
@@ -185,6 +189,26 @@ def seeded_split(
                 parts[part].extend(idx[start : start + count])
                 start += count
     return [[items[i] for i in sorted(p)] for p in parts]
+
+
+def balance_classes(items: Sequence[TextExample], seed: int) -> list[TextExample]:
+    """Every class down-sampled to the size of the smallest, reproducibly.
+
+    Each class keeps a seeded random subset of its examples (the smallest class
+    keeps all); the result keeps the original order. This is how the official
+    NSMC corpus is balanced (100k/100k), and it makes the majority-class floor 50%.
+    """
+    by_label: dict[Any, list[int]] = {}
+    for i, e in enumerate(items):
+        by_label.setdefault(e.label, []).append(i)
+    if not by_label:
+        return []
+    size = min(len(v) for v in by_label.values())
+    rng = random.Random(seed)
+    keep: list[int] = []
+    for label in sorted(by_label, key=repr):
+        keep += rng.sample(by_label[label], size)
+    return [items[i] for i in sorted(keep)]
 
 
 def _strata(family: str) -> dict[str, Callable[[Any], Any] | None]:
@@ -447,13 +471,22 @@ def _nsmc_loader(spec: TaskSpec, opts: DataOptions) -> Splits:
             "download helper"
         )
     examples, stats = read_nsmc_raw(raw)
-    train, dev, test = seeded_split(examples, [0.6, 0.2, 0.2], seed, **strata)
     built = (
         f"{raw}: NSMC rule (1-4 negative, 9-10 positive, 5-8 dropped), de-duplicated "
         f"({stats['kept']} of {stats['reviews']} reviews kept; dropped "
         f"{stats['neutral_5_8']} neutral, {stats['duplicate_id'] + stats['duplicate_text']} "
         f"duplicates, {stats['conflicting_text']} with conflicting labels, {stats['empty']} empty)"
     )
+    if opts.balance:
+        kept = len(examples)
+        examples = balance_classes(examples, seed)
+        built += (
+            f"; balanced 50/50 like the official corpus: a seeded random {len(examples)} of "
+            f"{kept} (split_seed {seed}; --no-balance keeps all)"
+        )
+    else:
+        built += "; unbalanced (--no-balance: every review kept)"
+    train, dev, test = seeded_split(examples, [0.6, 0.2, 0.2], seed, **strata)
     notes = {
         "source": built,
         "train": f"seeded stratified 60% (split_seed {seed})",
@@ -992,6 +1025,7 @@ __all__ = [
     "resolve_data_dir",
     "seeded_split",
     "subsample",
+    "balance_classes",
     "glue_average",
     "read_task_file",
 ]
