@@ -24,7 +24,9 @@ accuracy), ``model`` (path, architecture, shape, tokenizer), ``recipe`` (every
 hyper-parameter), ``seeds`` (per seed: best epoch, dev and test scores of that
 epoch, the per-epoch history of train loss, dev loss, dev scores and
 seconds), ``summary`` (median, mean, sample std, min, max per metric over
-seeds, for dev and test), ``best_seed``, ``timings``, ``versions``. Scores are
+seeds, for dev and test), ``floors`` (majority class or training mean, and
+TF-IDF + logistic/ridge regression, trained and scored on the same examples;
+see ``baselines.py``), ``best_seed``, ``timings``, ``versions``. Scores are
 fractions (0.91, not 91); the printed tables show them x100. It is rewritten
 atomically after every seed (``"complete": false`` until the last one).
 
@@ -60,6 +62,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from electra.finetune.baselines import compute_floors, floor_lines
 from electra.finetune.common import Family, FeatureSettings, TaggingExample, TextExample
 from electra.finetune.modeling import (
     Finetuned,
@@ -352,6 +355,14 @@ class FinetuneArgs:
     bf16: bool = _doc("bfloat16 autocast (GPU).", default=False)
     grad_clip: float = _doc("Gradient clipping max norm (0: off).", default=1.0)
     keep_all_seeds: bool = _doc("Keep every seed's best model under OUT/seeds/.", default=False)
+    floors: bool = _doc(
+        "Score the floors on the same split: majority class (or training mean) and TF-IDF + "
+        "logistic (ridge) regression.",
+        default=True,
+    )
+    floors_cache: str = _doc(
+        "Directory caching the floors per split (default: OUT/floors).", default=""
+    )
     progress: bool = _doc("Show progress bars.", default=True)
 
     def data_options(self) -> DataOptions:
@@ -408,6 +419,21 @@ def _print_table(title: str, rows: list[tuple[str, str, dict[str, float]]]) -> N
             f"  {split:<6} {metric:<14} {100 * s['median']:8.2f} {100 * s['mean']:8.2f} "
             f"{100 * s['std']:7.2f} {s['n']:3d}"
         )
+
+
+def _floors(
+    spec: TaskSpec,
+    labels: list[str],
+    main_metric: str,
+    train: Sequence[Any],
+    dev: Sequence[Any],
+    test: Sequence[Any],
+    args: FinetuneArgs,
+) -> dict[str, Any] | None:
+    """Majority/mean and TF-IDF floors on exactly the examples the model sees (cached)."""
+    out = Path(args.output or f"finetuned/{spec.name}")
+    cache = Path(args.floors_cache) if args.floors_cache else out / "floors"
+    return compute_floors(spec.family, labels, main_metric, train, dev, test, cache)
 
 
 def finetune(args: FinetuneArgs) -> dict[str, Any]:
@@ -555,6 +581,8 @@ def finetune(args: FinetuneArgs) -> dict[str, Any]:
         "versions": versions(),
         "timings": {"featurize_seconds": feat_seconds},
     }
+    if args.floors:
+        results["floors"] = _floors(spec, labels, main_metric, train_ex, dev_ex, test_ex, args)
     results_path = out_dir / "results.json"
     best_overall: float | None = None
     info_base = TaskInfo(
@@ -637,6 +665,8 @@ def finetune(args: FinetuneArgs) -> dict[str, Any]:
     )
     if not test:
         print("  (no test split: pass --test-file to score one)")
+    for line in floor_lines(results.get("floors"), _report_metrics(spec.family, main_metric)):
+        print(line)
     print(f"results: {results_path}")
     print(f"model:   {out_dir / 'model'} (seed {results.get('best_seed')})")
     return results

@@ -1,0 +1,254 @@
+"""Floors beside every fine-tuning score: the majority class and a TF-IDF baseline.
+
+A score means little alone: 0.83 accuracy is excellent on a balanced task and
+worthless on one that is 83% positive. So every classification and regression
+result is shown next to two floors, trained and scored on exactly the same
+train/dev/test examples as the model:
+
+* **majority** (classification): always predict the most frequent training
+  label; **mean** (regression): always predict the training mean (a constant
+  has no correlation, so Pearson and Spearman score 0; its MSE is the
+  variance-like floor);
+* **tfidf**: TF-IDF of character 1-4-grams (within word boundaries) and word
+  1-2-grams, then scikit-learn's logistic regression (classification) or
+  ridge regression (regression). The regularisation strength is chosen on the
+  dev split by the task's main metric, as fine-tuning chooses its epoch there.
+  A sentence pair is concatenated into one text.
+
+Tagging and QA get no floor here (``None``).
+
+Results are cached as ``CACHE/floors-KEY.json``, ``KEY`` a SHA-256 of the
+family, labels, main metric and every (text, pair, label) of the three splits:
+a different split, subsample or label set can never reuse another's floors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import warnings
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from electra.finetune.classification import classification_metrics, regression_metrics
+from electra.finetune.common import TextExample
+
+FLOOR_FAMILIES = ("classification", "regression")
+STRENGTHS = (0.5, 2.0, 8.0)  # logistic-regression C; ridge alpha is 1 / C
+FORMAT = "electra-floors/1"
+
+
+def baseline_text(e: TextExample) -> str:
+    """The text the baseline reads: a pair is concatenated with a space."""
+    return e.text if not e.text_pair else f"{e.text} {e.text_pair}"
+
+
+def split_key(
+    family: str,
+    labels: Sequence[str],
+    main_metric: str,
+    splits: dict[str, Sequence[TextExample]],
+) -> str:
+    """SHA-256 (hex) naming exactly these examples, labels and settings."""
+    body = {
+        "format": FORMAT,
+        "family": family,
+        "labels": list(labels),
+        "main_metric": main_metric,
+        "strengths": STRENGTHS,
+        "splits": {
+            name: [[e.text, e.text_pair, e.label] for e in part]
+            for name, part in sorted(splits.items())
+        },
+    }
+    raw = json.dumps(body, ensure_ascii=False, sort_keys=True, default=str)
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def _score(family: str, y_true: Sequence[Any], y_pred: Sequence[Any], n: int) -> dict[str, float]:
+    if family == "classification":
+        return classification_metrics(y_true, y_pred, n)
+    return regression_metrics(y_true, y_pred)
+
+
+def _targets(family: str, labels: Sequence[str], examples: Sequence[TextExample]) -> list[Any]:
+    if family == "classification":
+        index = {lab: i for i, lab in enumerate(labels)}
+        return [index[str(e.label)] for e in examples]
+    return [float(e.label) for e in examples]
+
+
+def constant_floor(
+    family: str,
+    labels: Sequence[str],
+    train: Sequence[TextExample],
+    scored: dict[str, Sequence[TextExample]],
+) -> dict[str, Any]:
+    """Scores of always predicting the training majority label (or the training mean)."""
+    y_train = _targets(family, labels, train)
+    if family == "classification":
+        value: Any = Counter(y_train).most_common(1)[0][0]
+        described = labels[value]
+    else:
+        value = float(np.mean(y_train))
+        described = value
+    out: dict[str, Any] = {"predicts": described}
+    for name, part in scored.items():
+        if part:
+            with warnings.catch_warnings():  # MCC of a constant is 0; sklearn warns about it
+                warnings.simplefilter("ignore", UserWarning)
+                y_true = _targets(family, labels, part)
+                out[name] = _score(family, y_true, [value] * len(part), len(labels))
+    return out
+
+
+def _vectorizer():
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.pipeline import FeatureUnion
+
+    return FeatureUnion(
+        [
+            (
+                "char",
+                TfidfVectorizer(analyzer="char_wb", ngram_range=(1, 4), sublinear_tf=True),
+            ),
+            (
+                "word",
+                TfidfVectorizer(
+                    analyzer="word",
+                    ngram_range=(1, 2),
+                    sublinear_tf=True,
+                    token_pattern=r"(?u)\b\w+\b",
+                ),
+            ),
+        ]
+    )
+
+
+def _estimator(family: str, strength: float):
+    from sklearn.linear_model import LogisticRegression, Ridge
+
+    if family == "classification":
+        return LogisticRegression(C=strength, max_iter=2000)
+    return Ridge(alpha=1.0 / strength)
+
+
+def tfidf_floor(
+    family: str,
+    labels: Sequence[str],
+    main_metric: str,
+    train: Sequence[TextExample],
+    dev: Sequence[TextExample],
+    scored: dict[str, Sequence[TextExample]],
+) -> dict[str, Any] | None:
+    """TF-IDF + logistic/ridge regression fitted on ``train``, strength chosen on ``dev``.
+
+    ``None`` when the training split has a single class (nothing to fit).
+    """
+    y_train = _targets(family, labels, train)
+    if family == "classification" and len(set(y_train)) < 2:
+        return None
+    vec = _vectorizer()
+    x_train = vec.fit_transform([baseline_text(e) for e in train])
+    x_dev = vec.transform([baseline_text(e) for e in dev])
+    y_dev = _targets(family, labels, dev)
+    best = None
+    for strength in STRENGTHS:
+        model = _estimator(family, strength).fit(x_train, y_train)
+        value = _score(family, y_dev, model.predict(x_dev), len(labels))[main_metric]
+        if best is None or value > best[0]:
+            best = (value, strength, model)
+    _, strength, model = best
+    out: dict[str, Any] = {"strength": strength, "features": int(x_train.shape[1])}
+    for name, part in scored.items():
+        if part:
+            pred = model.predict(vec.transform([baseline_text(e) for e in part]))
+            out[name] = _score(family, _targets(family, labels, part), pred, len(labels))
+    return out
+
+
+def compute_floors(
+    family: str,
+    labels: Sequence[str],
+    main_metric: str,
+    train: Sequence[TextExample],
+    dev: Sequence[TextExample],
+    test: Sequence[TextExample],
+    cache_dir: Path | None,
+) -> dict[str, Any] | None:
+    """Both floors on exactly these splits, read from or written to ``cache_dir``.
+
+    Returns ``None`` for tagging and QA. The result records the cache key and
+    the number of examples each floor was trained and scored on.
+    """
+    if family not in FLOOR_FAMILIES:
+        return None
+    splits = {"train": train, "dev": dev, "test": test}
+    key = split_key(family, labels, main_metric, splits)
+    path = cache_dir / f"floors-{key[:24]}.json" if cache_dir is not None else None
+    if path is not None and path.is_file():
+        cached = json.loads(path.read_text(encoding="utf-8"))
+        if cached.get("key") == key:
+            return {**cached, "cached": True}
+    t0 = time.perf_counter()
+    scored = {"dev": dev, "test": test}
+    floors = {
+        "format": FORMAT,
+        "key": key,
+        "examples": {name: len(part) for name, part in splits.items()},
+        "constant": "majority" if family == "classification" else "mean",
+        "majority" if family == "classification" else "mean": constant_floor(
+            family, labels, train, scored
+        ),
+        "tfidf": tfidf_floor(family, labels, main_metric, train, dev, scored),
+        "tfidf_model": (
+            "TF-IDF char 1-4 + word 1-2 n-grams, "
+            + ("logistic regression" if family == "classification" else "ridge regression")
+        ),
+        "seconds": time.perf_counter() - t0,
+    }
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(floors, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        tmp.replace(path)
+    return {**floors, "cached": False}
+
+
+def floor_scores(floors: dict[str, Any] | None, split: str, metric: str) -> dict[str, float]:
+    """``{"majority"|"mean": x, "tfidf": y}`` for one split and metric (absent ones left out)."""
+    if not floors:
+        return {}
+    out = {}
+    for name in (floors["constant"], "tfidf"):
+        part = (floors.get(name) or {}).get(split) or {}
+        if metric in part:
+            out[name] = part[metric]
+    return out
+
+
+def floor_lines(floors: dict[str, Any] | None, metrics: Sequence[str]) -> list[str]:
+    """The printed floors table (scores x100), one row per split and metric."""
+    if not floors:
+        return []
+    const = floors["constant"]
+    tfidf = "TF-IDF+LR" if const == "majority" else "TF-IDF+ridge"
+    lines = [
+        f"floors on the same split ({floors['examples']['train']} train examples; x100):",
+        f"  {'split':<6} {'metric':<14} {const:>9} {tfidf:>13}",
+    ]
+    for split in ("dev", "test"):
+        for m in metrics:
+            s = floor_scores(floors, split, m)
+            if s:
+                cells = [
+                    f"{100 * s[k]:{w}.2f}" if k in s else f"{'-':>{w}}"
+                    for k, w in ((const, 9), ("tfidf", 13))
+                ]
+                lines.append(f"  {split:<6} {m:<14} {cells[0]} {cells[1]}")
+    return lines

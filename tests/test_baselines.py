@@ -1,0 +1,109 @@
+"""Floors beside every score: majority/mean and TF-IDF baselines on exactly the task's split."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from finetune_fixtures import ko_model, one_thread, read_jsonl  # noqa: F401
+
+from electra.cli import main
+from electra.finetune.baselines import baseline_text, compute_floors, floor_lines, split_key
+from electra.finetune.common import TextExample
+
+LABELS = ["negative", "positive"]
+
+
+def reviews(n: int, offset: int = 0, positive_share: float = 0.5) -> list[TextExample]:
+    """Separable toy reviews: the label is in the words, a number makes each text unique."""
+    out = []
+    for i in range(offset, offset + n):
+        pos = (i % 10) < round(positive_share * 10)
+        word = "재미있어요 최고" if pos else "지루해요 최악"
+        out.append(TextExample(f"{word} {i}", label="positive" if pos else "negative"))
+    return out
+
+
+def test_majority_rate_matches_the_test_labels_and_tfidf_learns(tmp_path: Path) -> None:
+    train = reviews(60, positive_share=0.7)
+    dev, test = reviews(20, 1000, 0.5), reviews(30, 2000, 0.4)
+    f = compute_floors("classification", LABELS, "accuracy", train, dev, test, tmp_path)
+    majority = Counter(e.label for e in train).most_common(1)[0][0]
+    assert f["majority"]["predicts"] == majority == "positive"
+    share = sum(e.label == majority for e in test) / len(test)
+    assert f["majority"]["test"]["accuracy"] == pytest.approx(share)
+    assert f["tfidf"]["test"]["accuracy"] == 1.0  # the words give the label away
+    assert f["examples"] == {"train": 60, "dev": 20, "test": 30}
+    lines = "\n".join(floor_lines(f, ["accuracy"]))
+    assert "majority" in lines and "TF-IDF+LR" in lines and f"{100 * share:.2f}" in lines
+
+
+def test_cache_is_keyed_by_the_exact_split(tmp_path: Path) -> None:
+    train, dev, test = reviews(40), reviews(10, 500), reviews(10, 900)
+    first = compute_floors("classification", LABELS, "accuracy", train, dev, test, tmp_path)
+    assert first["cached"] is False and len(list(tmp_path.glob("floors-*.json"))) == 1
+    again = compute_floors("classification", LABELS, "accuracy", train, dev, test, tmp_path)
+    assert again["cached"] is True and again["key"] == first["key"]
+    assert again["majority"] == first["majority"] and again["tfidf"] == first["tfidf"]
+    key = split_key(
+        "classification", LABELS, "accuracy", {"train": train, "dev": dev, "test": test}
+    )
+    assert key == first["key"]
+    flipped = [*test[:-1], TextExample(test[-1].text, label="positive")]
+    changed = [
+        {"train": train, "dev": dev, "test": test[:-1]},  # one example fewer
+        {"train": train, "dev": dev, "test": flipped},  # one label changed
+        {"train": train[1:], "dev": dev, "test": test},
+    ]
+    keys = {split_key("classification", LABELS, "accuracy", c) for c in changed}
+    assert len(keys) == 3 and first["key"] not in keys
+    smaller = compute_floors("classification", LABELS, "accuracy", train, dev, test[:5], tmp_path)
+    assert smaller["cached"] is False and smaller["examples"]["test"] == 5
+
+
+def test_regression_floors_mean_and_ridge() -> None:
+    def scored(n: int, offset: int) -> list[TextExample]:
+        return [
+            TextExample(f"{'좋다 ' * (i % 5)}문장 {i}", text_pair="짝", label=float(i % 5))
+            for i in range(offset, offset + n)
+        ]
+
+    train, dev, test = scored(50, 0), scored(15, 100), scored(20, 200)
+    f = compute_floors("regression", [], "pearson", train, dev, test, None)
+    mean = sum(e.label for e in train) / len(train)
+    assert f["constant"] == "mean" and f["mean"]["predicts"] == pytest.approx(mean)
+    assert f["mean"]["test"]["pearson"] == 0.0
+    expected_mse = sum((e.label - mean) ** 2 for e in test) / len(test)
+    assert f["mean"]["test"]["mse"] == pytest.approx(expected_mse)
+    assert f["tfidf"]["test"]["pearson"] > 0.9 and f["tfidf"]["test"]["spearman"] > 0.9
+    assert baseline_text(test[0]) == f"{test[0].text} 짝"  # a pair is concatenated
+
+
+def test_tagging_and_qa_have_no_floor() -> None:
+    assert compute_floors("tagging", ["O"], "f1", [], [], [], None) is None
+
+
+def test_finetune_results_and_printout_carry_the_floors(
+    ko_model: Path,  # noqa: F811
+    tmp_path: Path,
+    one_thread: None,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "nsmc"
+    args = "--task nsmc --seeds 1 --epochs 1 --max-train-examples 80 --max-eval-examples 40"
+    args += " --max-length 32 --batch-size 16 --no-progress --device cpu"
+    assert main(["finetune", "--model", str(ko_model), "-o", str(out), *args.split()]) == 0
+    res = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    floors = res["floors"]
+    splits = res["task"]["splits"]
+    assert floors["examples"] == {k: splits[k]["examples"] for k in ("train", "dev", "test")}
+    gold = [p["gold"] for p in read_jsonl(out / "test_predictions.jsonl")]
+    share = gold.count(floors["majority"]["predicts"]) / len(gold)
+    assert floors["majority"]["test"]["accuracy"] == pytest.approx(share)
+    assert 0.0 <= floors["tfidf"]["test"]["accuracy"] <= 1.0
+    printed = capsys.readouterr().out
+    assert "floors on the same split" in printed and "TF-IDF+LR" in printed
+    assert f"{100 * floors['tfidf']['test']['accuracy']:.2f}" in printed
+    assert list((out / "floors").glob("floors-*.json"))  # cached under the output
