@@ -3,8 +3,11 @@
 Writes into ``RUN_DIR/report/``:
 
 * PNG plots from ``metrics.jsonl``: losses (train and validation), generator
-  and discriminator accuracy, replaced-token precision and recall, learning
+  and discriminator accuracy, replaced-token precision and recall, health
+  (replaced-token and in-row-swap ROC-AUC, token-vector cosine, generator
+  accuracy against the unigram floor; see ``electra.health``), learning
   rate, throughput;
+* a plain health verdict (``electra.health.verdict``) from the last validation;
 * ``index.html``, self-contained (plots embedded), with the run's summary and
   configuration and one validation block as the discriminator sees it: each
   token coloured by the discriminator's probability that it was replaced,
@@ -34,6 +37,16 @@ PLOTS: dict[str, tuple[str, list[str]]] = {
     "replaced": (
         "Replaced-token detection",
         ["replaced_precision", "replaced_recall", "val/replaced_precision", "val/replaced_recall"],
+    ),
+    "health": (
+        "Health (validation): AUCs, token cosine, generator vs unigram floor",
+        [
+            "val/disc_auc",
+            "val/swap_auc",
+            "val/token_cosine",
+            "val/gen_accuracy",
+            "val/unigram_accuracy",
+        ],
     ),
     "lr": ("Learning rate", ["lr"]),
     "throughput": ("Tokens per second", ["tokens_per_s"]),
@@ -187,7 +200,23 @@ def _img(path: Path) -> str:
     return f'<img alt="{path.stem}" src="data:image/png;base64,{data}">'
 
 
-def write_html(run_dir: Path, plots: dict[str, Path], view: list[TokenView] | None) -> Path:
+def run_verdict(run_dir: Path, records: list[dict[str, Any]]) -> str | None:
+    """The health verdict of the run's last validation (``summary.json`` or ``metrics.jsonl``)."""
+    from electra.health import verdict
+
+    summary = _read_json(run_dir / "summary.json") or {}
+    if summary.get("verdict"):
+        return summary["verdict"]
+    last = next((r for r in reversed(records) if any(k.startswith("val/") for k in r)), None)
+    return verdict(last) if last else None
+
+
+def write_html(
+    run_dir: Path,
+    plots: dict[str, Path],
+    view: list[TokenView] | None,
+    health: str | None = None,
+) -> Path:
     summary = _read_json(run_dir / "summary.json")
     config = _read_json(run_dir / "config.json")
     rows = "".join(
@@ -205,6 +234,16 @@ def write_html(run_dir: Path, plots: dict[str, Path], view: list[TokenView] | No
         "overflow:auto}</style></head><body>",
         f"<h1>Pre-training run <code>{html.escape(str(run_dir))}</code></h1>",
     ]
+    if health:
+        from electra.health import COLLAPSED_COSINE, CONTEXT_BASE_AUC, CONTEXT_LEARNING_AUC
+
+        parts.append(
+            f"<h2>Health</h2><p class='verdict'><b>{html.escape(health)}</b></p>"
+            "<p>In-row-swap AUC: tokens moved within their row, so only context can spot "
+            f"them (below {CONTEXT_BASE_AUC}: base rate; {CONTEXT_LEARNING_AUC} and above: "
+            f"learning context). Token cosine above {COLLAPSED_COSINE}: the vectors have "
+            "collapsed.</p>"
+        )
     if rows:
         parts.append(f"<h2>Summary</h2><table>{rows}</table>")
     parts.append("<h2>Training curves</h2>" + "".join(_img(p) for p in plots.values()))
@@ -249,7 +288,7 @@ def build_report(run_dir: str | Path, example_seed: int = 0) -> Path:
     records = read_metrics(run)
     plots = plot_metrics(records, run / "report")
     view = validation_example(run, example_seed)
-    return write_html(run, plots, view)
+    return write_html(run, plots, view, run_verdict(run, records))
 
 
 @dataclass
@@ -263,6 +302,9 @@ class ReportCommand:
 def report_cli(cmd: ReportCommand) -> int:
     """Render RUN/report/*.png and RUN/report/index.html from a run's logs."""
     path = build_report(cmd.run, cmd.example)
+    health = run_verdict(Path(cmd.run), read_metrics(Path(cmd.run)))
+    if health:
+        print(f"health: {health}")
     print(f"report: {path}")
     for png in sorted(path.parent.glob("*.png")):
         print(f"  {png}")

@@ -19,9 +19,11 @@ blocks made by ``electra prepare``. What it guarantees:
   SIGINT before a clean exit;
 * metrics (losses, accuracies, replaced-token precision/recall, learning
   rate, gradient norm, tokens, cumulative FLOPs) to ``metrics.jsonl`` and
-  TensorBoard, a progress bar, periodic validation;
+  TensorBoard, a progress bar, periodic validation with health metrics
+  (replaced-token and in-row-swap ROC-AUC, token-vector cosine, the unigram
+  floor of the generator: ``electra.health``);
 * at the end, Hugging Face directories for the discriminator and generator
-  with the tokenizer, and a one-line summary.
+  with the tokenizer, a one-line summary and a plain health verdict.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from electra.config import (
     to_dict,
 )
 from electra.flops import paper_train_flops_per_step
+from electra.health import HealthProbe, most_frequent_token, verdict
 from electra.optim import adamw, linear_warmup_decay
 from electra.pretraining import ElectraForPretraining, ObjectiveConfig, SampleRNG
 
@@ -485,14 +488,15 @@ class Trainer:
         dtype = torch.bfloat16 if p == "bf16" else torch.float16
         return torch.autocast(self.env.device.type, dtype=dtype)
 
-    def _forward(self, batch: dict[str, torch.Tensor], first_index: int):
+    def _forward(self, batch: dict[str, torch.Tensor], first_index: int, keep: bool = False):
         dev = self.env.device
         ids = batch["input_ids"].to(dev, non_blocking=True)
         mask = batch["attention_mask"].to(dev, non_blocking=True)
         types = batch["token_type_ids"].to(dev, non_blocking=True)
         seeds = SampleRNG.seeds_for(self.cfg.run.seed, range(first_index, first_index + len(ids)))
+        extra = {"keep_tensors": True} if keep else {}
         with self._autocast():
-            return self.wrapped(ids, mask, types, rng=SampleRNG(seeds, dev))
+            return self.wrapped(ids, mask, types, rng=SampleRNG(seeds, dev), **extra)
 
     def _train_step(self, step: int, scaler) -> tuple[list[str], torch.Tensor, int]:
         """One optimizer step; returns metric names, their values (on device) and tokens."""
@@ -565,6 +569,7 @@ class Trainer:
         sums: dict[str, float] = {}
         n = 0
         seed = self.cfg.run.seed + 1_000_003
+        health = self._health_probe(seed)
         for b in range(self.cfg.run.eval_batches):
             pos = b * self.micro * self.env.world
             if pos >= len(self.val):
@@ -577,14 +582,31 @@ class Trainer:
                 "token_type_ids": torch.from_numpy(types),
                 "attention_mask": (ids_t != self.val.special.pad).long(),
             }
-            out = self._forward(batch, 1 << 40 | (pos + self.env.rank * self.micro))
+            with health.watching():
+                out = self._forward(batch, 1 << 40 | (pos + self.env.rank * self.micro), True)
+            health.add(ids_t, batch["token_type_ids"], batch["attention_mask"], out)
             for k, v in out.scalars().items():
                 sums[k] = sums.get(k, 0.0) + v
             n += 1
         self.model.train()
         if n == 0:
             return {}
-        return {f"val/{k}": v for k, v in self._reduce({k: v / n for k, v in sums.items()}).items()}
+        means = {k: v / n for k, v in sums.items()} | health.result()
+        return {f"val/{k}": v for k, v in self._reduce(means).items()}
+
+    def _health_probe(self, seed: int) -> HealthProbe:
+        """Health metrics of validation (``electra.health``), the unigram floor computed once."""
+        special = self.val.special
+        if not hasattr(self, "_unigram_mode"):
+            self._unigram_mode = most_frequent_token(self.train_blocks, special)
+        return HealthProbe(
+            self.model,
+            special,
+            self._unigram_mode,
+            seed + self.env.rank,
+            autocast=self._autocast,
+            probe=not self.cfg.run.fsdp,
+        )
 
     def _state_dicts(self) -> tuple[dict, dict]:
         from torch.distributed.checkpoint.state_dict import (
@@ -718,12 +740,15 @@ class Trainer:
         }
         if stop_reason != "signal" and cfg.run.eval_every:
             summary.update(self.evaluate())
+            summary["verdict"] = verdict(summary)
         if env.main and cfg.run.export and stop_reason != "signal":
             exported = export_run(path, self.out / "hf")
             summary["exported"] = {k: str(v) for k, v in exported.items()}
         if env.main:
             (self.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
             print(one_line_summary(summary), file=sys.stderr)
+            if summary.get("verdict"):
+                print(f"health: {summary['verdict']}", file=sys.stderr)
             if stop_reason == "signal":
                 print(f"stopped by signal at step {step}; continue with --resume", file=sys.stderr)
         return summary
