@@ -24,11 +24,33 @@ def test_demo_smoke_runs_every_stage_and_reuses_them(
         assert Path(path).exists(), path
     assert json.loads((out / "demo.json").read_text())["pretrain"]["step"] == 20
     printed = capsys.readouterr().out
-    assert "[5/5] report" in printed and "NSMC test accuracy" in printed
+    assert "[6/6] report" in printed and "NSMC test accuracy, side by side" in printed
+    # side by side on the same test split: pre-trained, random start, TF-IDF, majority
+    random_start = json.loads((out / "nsmc-random-start" / "results.json").read_text())
+    pretrained = json.loads((out / "nsmc" / "results.json").read_text())
+    assert random_start["model"]["hidden_size"] == pretrained["model"]["hidden_size"]
+    assert random_start["recipe"] == pretrained["recipe"]
+    assert random_start["floors"]["key"] == pretrained["floors"]["key"]  # the same split
+    assert random_start["floors"]["cached"] is True
+    rows = {}
+    for name in ("pre-trained ELECTRA", "random start", "TF-IDF + logistic", "majority class"):
+        line = next(ln for ln in printed.splitlines() if name in ln and ln.endswith("%"))
+        rows[name] = float(line.split()[-1].rstrip("%"))
+    assert rows["pre-trained ELECTRA"] == pytest.approx(100 * acc, abs=0.01)
+    rand = random_start["summary"]["test"]["accuracy"]["median"]
+    assert rows["random start"] == pytest.approx(100 * rand, abs=0.01)
+    floors = result["floors"]
+    assert rows["majority class"] == pytest.approx(
+        100 * floors["majority"]["test"]["accuracy"], abs=0.01
+    )
+    assert rows["TF-IDF + logistic"] == pytest.approx(
+        100 * floors["tfidf"]["test"]["accuracy"], abs=0.01
+    )
+    assert "health: " in printed  # the pre-training verdict
     stamp = (out / "pretrain" / "summary.json").stat().st_mtime
     demo(cmd)
     printed = capsys.readouterr().out
-    assert printed.count("reusing") >= 3
+    assert printed.count("reusing") >= 4
     assert (out / "pretrain" / "summary.json").stat().st_mtime == stamp
 
 

@@ -118,6 +118,8 @@ def test_verdict_thresholds() -> None:
     assert "collapsed" not in learning
     weak = verdict({"val/gen_accuracy": 0.06, "val/unigram_accuracy": 0.05})
     assert "barely beats the unigram floor" in weak
+    below = verdict({"val/gen_accuracy": 0.04, "val/unigram_accuracy": 0.05})
+    assert "not above the unigram floor" in below
     assert verdict({"val/loss": 1.0}) is None
 
 

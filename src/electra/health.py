@@ -213,7 +213,9 @@ def verdict(metrics: dict[str, Any]) -> str | None:
     gen, uni = m.get("gen_accuracy"), m.get("unigram_accuracy")
     if gen is not None and uni:
         gen_note = f"generator accuracy {gen:.3f} against {uni:.3f} for the most frequent token"
-        if gen < GENERATOR_MARGIN * uni:
+        if gen <= uni:
+            gen_note = "generator not above the unigram floor: " + gen_note
+        elif gen < GENERATOR_MARGIN * uni:
             gen_note = "generator barely beats the unigram floor: " + gen_note
         notes.append(gen_note)
     swap = m.get("swap_auc")
