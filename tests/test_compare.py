@@ -42,6 +42,18 @@ def test_compare_at_a_tiny_budget(blocks: Path, data_dir: Path, tmp_path: Path) 
             assert s["metric"] == "accuracy" and 0.0 <= s["median"] <= 1.0
     table = (out / "compare.md").read_text()
     assert "| rtd |" in table and "| mlm |" in table and "| none |" in table
+    # the floors of each task, computed once on the split every arm is scored on
+    assert len(list((out / "floors").glob("floors-*.json"))) == 2
+    for task in ("nsmc", "sst2"):
+        f = result["floors"][task]
+        assert 0.0 <= f["tfidf"] <= 1.0 and f["constant_name"] == "majority"
+        done = next((out / "finetune").glob(f"none-*/{task}-*/results.json"))
+        floors = json.loads(done.read_text())["floors"]
+        assert f["constant"] == floors["majority"]["test"]["accuracy"]
+        assert floors["examples"]["test"] == 32
+    tfidf_row = next(ln for ln in table.splitlines() if ln.startswith("| TF-IDF floor |"))
+    assert f"{100 * result['floors']['nsmc']['tfidf']:.1f}" in tfidf_row
+    assert "| majority class |" in table
     assert (out / "compare.png").read_bytes()[:4] == b"\x89PNG"
     assert json.loads((out / "compare.json").read_text())["flops_per_step"]["rtd"] > 0
     # A second run reuses every stage.

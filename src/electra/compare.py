@@ -13,8 +13,11 @@ The paper's central claim, checked on the user's own data and machine:
    no-pre-training baseline at 0 FLOPs), on NSMC and SST-2 over several
    seeds, with the Table 7 recipe;
 4. ``compare.md`` (a table: median test accuracy and spread per arm, budget
-   and task) and ``compare.png`` (downstream score against pre-training
-   FLOPs), plus ``compare.json`` with every number.
+   and task, with the floors of each task on the same split: TF-IDF +
+   logistic regression and the majority class, see
+   ``electra.finetune.baselines``) and ``compare.png`` (downstream score
+   against pre-training FLOPs, floors as dashed lines), plus ``compare.json``
+   with every number.
 
 Stages are reused when re-run with the same options.
 """
@@ -249,11 +252,19 @@ def _fingerprint(obj: Any) -> str:
 def finetune_settings(cmd: CompareCommand) -> str:
     """A short fingerprint of the fine-tuning options (results are reused only if equal)."""
     keys = ("seeds", "epochs", "max_length", "max_train_examples", "max_eval_examples", "bf16")
-    return _fingerprint({k: getattr(cmd, k) for k in keys})
+    # "data": NSMC became balanced and results gained floors; older results are not reused.
+    return _fingerprint({"data": "balanced-floors/1", **{k: getattr(cmd, k) for k in keys}})
 
 
-def finetune_point(cmd: CompareCommand, model: str, task: str, out: Path, data_dir: Path) -> dict:
-    """Median/mean/std of the task's main test metric over the seeds (reused if done)."""
+def finetune_point(
+    cmd: CompareCommand,
+    model: str,
+    task: str,
+    out: Path,
+    data_dir: Path,
+    floors_cache: Path | None = None,
+) -> dict:
+    """Fine-tuning results of one point on one task (reused if done); floors shared by cache."""
     from electra.finetune.run import FinetuneArgs, finetune
 
     res_path = out / "results.json"
@@ -273,6 +284,7 @@ def finetune_point(cmd: CompareCommand, model: str, task: str, out: Path, data_d
             max_train_examples=cmd.max_train_examples,
             max_eval_examples=cmd.max_eval_examples,
             bf16=cmd.bf16,
+            floors_cache=str(floors_cache) if floors_cache else "",
             progress=cmd.progress,
         )
     )
@@ -282,6 +294,22 @@ def _main_scores(results: dict) -> dict[str, float]:
     metric = results["task"]["main_metric"]
     test = results["summary"].get("test") or results["summary"]["dev"]
     return {"metric": metric, **test[metric]}
+
+
+def _task_floors(results: dict) -> dict[str, Any]:
+    """The task's floors on the main metric: ``tfidf`` and ``constant`` (majority or mean)."""
+    from electra.finetune.baselines import floor_scores
+
+    floors = results.get("floors")
+    if not floors:
+        return {}
+    split = "test" if results["summary"].get("test") else "dev"
+    s = floor_scores(floors, split, results["task"]["main_metric"])
+    return {
+        "tfidf": s.get("tfidf"),
+        "constant": s.get(floors["constant"]),
+        "constant_name": floors["constant"],
+    }
 
 
 def compare(cmd: CompareCommand) -> dict[str, Any]:
@@ -302,17 +330,21 @@ def compare(cmd: CompareCommand) -> dict[str, Any]:
         arm_points, per_step[arm] = pretrain_arm(cmd, arm, blocks, out)
         points += arm_points
     settings = finetune_settings(cmd)
+    floors: dict[str, Any] = {}
     for p in points:
         p["scores"] = {}
         for task in cmd.tasks:
             where = out / "finetune" / f"{p['run']}-{p['steps']}" / f"{task}-{settings}"
             _log(f"fine-tuning {p['arm']} @ {p['flops']:.3g} FLOPs on {task}")
-            p["scores"][task] = _main_scores(finetune_point(cmd, p["model"], task, where, data_dir))
+            results = finetune_point(cmd, p["model"], task, where, data_dir, out / "floors")
+            p["scores"][task] = _main_scores(results)
+            floors.setdefault(task, _task_floors(results))  # the same split for every point
     result = {
         "command": asdict(cmd),
         "blocks": str(blocks),
         "flops_per_step": per_step,
         "points": points,
+        "floors": floors,
         "elapsed_s": time.time() - t0,
     }
     (out / "compare.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -341,13 +373,33 @@ def markdown_table(result: dict[str, Any]) -> str:
             + " | ".join(cells)
             + f" | {100 * mean:.1f} |"
         )
+    rows += _floor_rows(result.get("floors") or {}, tasks)
     metric = {t: result["points"][0]["scores"][t]["metric"] for t in tasks}
     note = (
         "\nScores: test "
         + ", ".join(f"{t} {m}" for t, m in metric.items())
-        + f", median ± std over {len(result['command']['seeds'])} fine-tuning seeds (x100).\n"
+        + f", median ± std over {len(result['command']['seeds'])} fine-tuning seeds (x100). "
+        "Floors: trained and scored on the same split, no pre-training (TF-IDF char 1-4 + "
+        "word 1-2 n-grams with logistic regression; always the training majority label).\n"
     )
     return head + "\n".join(rows) + "\n" + note
+
+
+def _floor_rows(floors: dict[str, Any], tasks: list[str]) -> list[str]:
+    """Table rows of the TF-IDF and majority (or mean) floors, when every task has them."""
+    if not tasks or any(not floors.get(t) for t in tasks):
+        return []
+    rows = []
+    named = {"majority": "majority class", "mean": "training mean"}
+    names = " / ".join(sorted({named[floors[t]["constant_name"]] for t in tasks}))
+    for key, label in (("tfidf", "TF-IDF floor"), ("constant", names)):
+        values = [floors[t][key] for t in tasks]
+        if any(v is None for v in values):
+            continue
+        cells = " | ".join(f"{100 * v:.1f}" for v in values)
+        mean = 100 * statistics.mean(values)
+        rows.append(f"| {label} | – | – | {cells} | {mean:.1f} |")
+    return rows
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
@@ -367,6 +419,11 @@ def plot(result: dict[str, Any], path: Path) -> None:
             err = [100 * p["scores"][task].get("std", 0.0) for p in pts]
             label = "ELECTRA (RTD)" if arm == "rtd" else "BERT (MLM)"
             ax.errorbar(x, y, yerr=err, marker="o", color=colour, label=label, capsize=3)
+        floor = (result.get("floors") or {}).get(task) or {}
+        for key, colour in (("tfidf", "tab:green"), ("constant", "grey")):
+            if floor.get(key) is not None:
+                name = "TF-IDF floor" if key == "tfidf" else floor["constant_name"]
+                ax.axhline(100 * floor[key], ls="--", color=colour, label=name, lw=1)
         ax.set_title(f"{task} ({base['scores'][task]['metric']})")
         ax.set_xlabel("pre-training FLOPs")
         ax.set_ylabel("test score (median over seeds)")
