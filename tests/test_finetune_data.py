@@ -283,3 +283,16 @@ def test_missing_data_dir_is_clear(tmp_path: Path) -> None:
         load_task_data("rte", DataOptions(data_dir=str(tmp_path)))
     with pytest.raises(ValueError, match="needs --train-file"):
         load_task_data("custom")
+
+
+def test_balance_option_reaches_the_data_and_old_models_keep_their_split() -> None:
+    from types import SimpleNamespace
+
+    from electra.finetune.run import FinetuneArgs, _data_options_for
+
+    assert FinetuneArgs(model="m").data_options().balance is True
+    assert FinetuneArgs(model="m", balance=False).data_options().balance is False
+    old = SimpleNamespace(info=SimpleNamespace(data={"split_seed": 42}, task="nsmc"))
+    assert _data_options_for(old, SimpleNamespace()).balance is False  # saved before balancing
+    new = SimpleNamespace(info=SimpleNamespace(data={"balance": True}, task="nsmc"))
+    assert _data_options_for(new, SimpleNamespace()).balance is True
