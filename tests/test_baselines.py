@@ -59,7 +59,7 @@ def test_cache_is_keyed_by_the_exact_split(tmp_path: Path) -> None:
     ]
     keys = {split_key("classification", LABELS, "accuracy", c) for c in changed}
     assert len(keys) == 3 and first["key"] not in keys
-    smaller = compute_floors("classification", LABELS, "accuracy", train, dev, test[:5], tmp_path)
+    smaller = compute_floors("classification", LABELS, "accuracy", train, dev, test[3:8], tmp_path)
     assert smaller["cached"] is False and smaller["examples"]["test"] == 5
 
 
