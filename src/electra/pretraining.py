@@ -233,9 +233,12 @@ def mask_batch(
 class _FusedMLMLoss(torch.autograd.Function):
     """Mean cross-entropy over (N, V) logits, and a Gumbel-max sample from the same pass.
 
-    One fp32 pass computes the softmax; its ``softmax - onehot`` is the
-    gradient, kept (in the logits' dtype) for backward, so no log-softmax
-    backward and no (N, V) zero-fill is needed. The sample uses the Gumbel-max
+    One fp32 pass computes the softmax; its ``(softmax - onehot) / N`` is the
+    gradient, kept for backward, so no log-softmax backward and no (N, V)
+    zero-fill is needed. It is kept in bf16 under bf16 autocast (fp32's
+    exponent range, half the memory) but in fp32 under fp16: most entries are
+    below fp16's smallest subnormal (6e-8) before the loss scale multiplies
+    them, and would be flushed to zero; backward scales them first, then casts. The sample uses the Gumbel-max
     trick in its multiplicative form: ``argmax(logits + G)`` with
     ``G = -log(E)``, ``E ~ Exp(1)``, equals ``argmax(exp(logits) / E)``, which
     reuses the exponentials already computed (fp32 throughout). ``noise`` is
@@ -258,14 +261,21 @@ class _FusedMLMLoss(torch.autograd.Function):
         x.div_(total[:, None])
         x[rows, labels] -= 1.0
         x.div_(max(x.shape[0], 1))
-        ctx.save_for_backward(x.to(logits.dtype))
+        ctx.logits_dtype = logits.dtype
+        ctx.save_for_backward(x.to(saved_grad_dtype(logits.dtype)))
         ctx.mark_non_differentiable(sampled, argmax)
         return loss, sampled, argmax
 
     @staticmethod
     def backward(ctx, grad_loss: Tensor, _s: Tensor, _a: Tensor):  # type: ignore[override]
         (grad,) = ctx.saved_tensors
-        return grad.mul_(grad_loss.to(grad.dtype)), None, None  # backward runs once
+        grad = grad.mul_(grad_loss.to(grad.dtype))  # backward runs once: in place
+        return grad.to(ctx.logits_dtype), None, None
+
+
+def saved_grad_dtype(logits_dtype: torch.dtype) -> torch.dtype:
+    """The dtype the fused MLM loss keeps its gradient in: never fp16 (underflow)."""
+    return torch.float32 if logits_dtype == torch.float16 else logits_dtype
 
 
 def mlm_loss_and_sample(

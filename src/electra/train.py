@@ -196,17 +196,33 @@ class Dist:
         return self.rank == 0
 
 
+def resolve_device(pref: str, local_rank: int = 0, world: int = 1) -> torch.device:
+    """The device this process trains on, always with an index when it is a GPU.
+
+    ``auto`` is CUDA when available, else CPU. A bare ``cuda`` becomes
+    ``cuda:LOCAL_RANK`` (``torch.cuda.set_device`` rejects a device without an
+    index). Under ``torchrun`` (``world > 1``) every rank takes its own GPU,
+    ``cuda:LOCAL_RANK``, even when ``cuda:N`` was asked for: a fixed index
+    would put all ranks of a node on one GPU.
+    """
+    if pref == "auto":
+        pref = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(pref)
+    if device.type != "cuda":
+        return device
+    if not torch.cuda.is_available():
+        raise ConfigError(f"run.device = {pref!r}: no CUDA device is available (use cpu)")
+    if world > 1 or device.index is None:
+        return torch.device("cuda", local_rank)
+    return device
+
+
 def setup_distributed(device_pref: str) -> Dist:
     """Read torchrun's environment; one process when it is absent."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    if device_pref == "auto":
-        device_pref = "cuda" if torch.cuda.is_available() else "cpu"
-    if device_pref == "cuda" and world > 1:
-        device = torch.device("cuda", local)
-    else:
-        device = torch.device(device_pref)
+    device = resolve_device(device_pref, local, world)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     if world > 1 and not dist.is_initialized():
@@ -406,6 +422,7 @@ class Trainer:
         )
         if state is not None:
             _load_optimizer(model, opt, state["optimizer"])
+        self.scaler = grad_scaler(cfg.run.precision, env.device, state)
 
         if env.main:
             out.mkdir(parents=True, exist_ok=True)
@@ -609,6 +626,8 @@ class Trainer:
                 "optimizer": opt_state,
                 "world_size": self.env.world,
             }
+            if self.scaler is not None:  # fp16: the loss scale is state too
+                train_state["grad_scaler"] = self.scaler.state_dict()
             aliases = ckpt.alias_names(self.model)
             path = ckpt.save(
                 self.out / "checkpoints",
@@ -658,11 +677,7 @@ class Trainer:
 
     def _loop(self, step: int, log: MetricsLog | None) -> dict[str, Any]:
         cfg, env = self.cfg, self.env
-        scaler = (
-            torch.amp.GradScaler(env.device.type)
-            if cfg.run.precision == "fp16" and env.device.type == "cuda"
-            else None
-        )
+        scaler = self.scaler
         bar = None
         if env.main and cfg.run.progress:
             from tqdm import tqdm
@@ -727,6 +742,23 @@ class Trainer:
             if stop_reason == "signal":
                 print(f"stopped by signal at step {step}; continue with --resume", file=sys.stderr)
         return summary
+
+
+def grad_scaler(
+    precision: str, device: torch.device, state: dict[str, Any] | None = None
+) -> torch.amp.GradScaler | None:
+    """fp16's dynamic loss scaler (None for bf16/fp32), restored from a checkpoint's state.
+
+    The scale and its growth counter change during training; a resumed run
+    that restarted them at their defaults would skip or scale different steps
+    than the uninterrupted run, so they are checkpointed with the optimizer.
+    """
+    if precision != "fp16":
+        return None
+    scaler = torch.amp.GradScaler(device.type)
+    if state and state.get("grad_scaler"):
+        scaler.load_state_dict(state["grad_scaler"])
+    return scaler
 
 
 def _find_resume(out: Path) -> ckpt.Checkpoint | None:

@@ -1,0 +1,133 @@
+"""The CUDA code paths, checked on a CPU-only machine.
+
+No GPU is available where these tests run, so CUDA is faked where only the
+choice of device matters (``torch.cuda.is_available``, ``set_device``), and
+host synchronisations are counted with a dispatch mode on CPU tensors: a
+sync there is a sync on a GPU too.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from electra import train
+from electra.config import ConfigError
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> list[torch.device]:
+    """CUDA 'available'; ``set_device`` records its argument and, like the real
+    one, rejects a device without an index."""
+    from torch.cuda._utils import _get_device_index
+
+    calls: list[torch.device] = []
+
+    def set_device(device) -> None:
+        _get_device_index(device)  # ValueError for torch.device("cuda")
+        calls.append(torch.device(device))
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_device", set_device)
+    monkeypatch.setattr(dist, "init_process_group", lambda backend: calls.append(backend))
+    for var in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    return calls
+
+
+@pytest.mark.parametrize("pref", ["auto", "cuda"])
+def test_one_process_on_cuda_gets_an_indexed_device(fake_cuda, pref: str) -> None:
+    env = train.setup_distributed(pref)
+    assert env.device == torch.device("cuda", 0) and fake_cuda == [torch.device("cuda", 0)]
+
+
+def test_one_process_keeps_the_gpu_it_asked_for(fake_cuda) -> None:
+    assert train.setup_distributed("cuda:3").device == torch.device("cuda", 3)
+
+
+@pytest.mark.parametrize("pref", ["auto", "cuda", "cuda:0"])
+def test_each_torchrun_rank_takes_its_local_gpu(
+    fake_cuda, monkeypatch: pytest.MonkeyPatch, pref: str
+) -> None:
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    env = train.setup_distributed(pref)
+    assert env.device == torch.device("cuda", 1)
+    assert fake_cuda == [torch.device("cuda", 1), "nccl"]
+
+
+def test_cuda_asked_for_without_a_gpu_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert train.resolve_device("auto") == torch.device("cpu")
+    with pytest.raises(ConfigError, match="no CUDA device"):
+        train.resolve_device("cuda:0")
+
+
+def test_pretraining_tests_pin_the_cpu(tmp_path) -> None:
+    """On a GPU machine the exactness tests must still run where they were written for."""
+    import test_train
+    from pretrain_fixtures import tiny_config
+
+    assert tiny_config(tmp_path, tmp_path).run.device == "cpu"
+    assert "run.device='cpu'" in test_train._pretrain_args(tmp_path, tmp_path)
+
+
+# -- fp16 -----------------------------------------------------------------------------------
+
+
+def test_fused_mlm_loss_keeps_fp16_gradients_that_the_loss_scale_rescues() -> None:
+    """(softmax - onehot) / N is mostly below fp16's range; the scaled gradient is not."""
+    import torch.nn.functional as F
+
+    from electra.pretraining import mlm_loss_and_sample, saved_grad_dtype
+
+    assert saved_grad_dtype(torch.float16) == torch.float32
+    assert saved_grad_dtype(torch.bfloat16) == torch.bfloat16  # unchanged, fp32's range
+    g = torch.Generator().manual_seed(0)
+    n, v, scale = 2048, 4096, 65536.0
+    labels = torch.randint(0, v, (n,), generator=g)
+    logits = (torch.randn(n, v, generator=g) * 3).half().requires_grad_()
+    loss, _, _ = mlm_loss_and_sample(logits, labels, torch.Generator().manual_seed(1), None)
+    (loss * scale).backward()
+    ref = logits.detach().float().requires_grad_()
+    (F.cross_entropy(ref, labels) * scale).backward()
+    got, want = logits.grad, ref.grad
+    assert got.dtype == torch.float16
+    representable = want.abs() > 1e-6  # in fp16 once scaled
+    assert not ((got == 0) & representable).any(), "scaled gradients flushed to zero"
+    torch.testing.assert_close(got.float(), want, rtol=1e-2, atol=1e-6)
+
+
+def test_fp16_resume_restores_the_loss_scale(
+    blocks, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint holds the GradScaler; resuming from it continues the same scale.
+
+    The scale grows every step here (``growth_interval=1``), so a resumed run
+    that restarted it at the default would end with another scale.
+    """
+    import functools
+    import shutil
+
+    from pretrain_fixtures import tiny_config
+
+    from electra import checkpoint as ckpt
+
+    monkeypatch.setattr(
+        torch.amp, "GradScaler", functools.partial(torch.amp.GradScaler, growth_interval=1)
+    )
+    extra = ("run.precision='fp16'", "optim.max_steps=4", "run.save_every=2", "run.export=false")
+    run = tmp_path / "run"
+    first = train.Trainer(tiny_config(blocks, run, *extra))
+    first.fit()
+    end = first.scaler.state_dict()
+    assert end["scale"] != torch.amp.GradScaler("cpu").get_scale()
+    _, state, _ = ckpt.load(ckpt.latest_valid(run / "checkpoints").path)
+    assert state["grad_scaler"] == end
+    shutil.rmtree(ckpt.step_dirs(run / "checkpoints")[0].path)  # back to step 2
+    resumed = train.Trainer(tiny_config(blocks, run, *extra), resume=True)
+    resumed.fit()
+    assert resumed.scaler.state_dict() == end
