@@ -131,3 +131,45 @@ def test_fp16_resume_restores_the_loss_scale(
     resumed = train.Trainer(tiny_config(blocks, run, *extra), resume=True)
     resumed.fit()
     assert resumed.scaler.state_dict() == end
+
+
+# -- demo -----------------------------------------------------------------------------------
+
+
+class _Reached(Exception):
+    pass
+
+
+def test_demo_plans_steps_from_a_step_on_the_runs_device(
+    fake_cuda, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from electra.demo import estimate_step_seconds
+    from electra.pretraining import ElectraForPretraining
+
+    moved: list[torch.device] = []
+
+    def to(self, device, *a, **k):
+        moved.append(torch.device(device))
+        raise _Reached  # no real GPU to go on with
+
+    monkeypatch.setattr(ElectraForPretraining, "to", to)
+    cfg = train.load_config("tiny", ["run.device='auto'"])
+    with pytest.raises(_Reached):
+        estimate_step_seconds(cfg, block_length=16, vocab_size=100)
+    assert moved == [torch.device("cuda", 0)]
+
+
+def test_demo_step_timing_uses_the_runs_precision(monkeypatch: pytest.MonkeyPatch) -> None:
+    from electra.demo import estimate_step_seconds
+
+    seen: list[tuple[str, torch.device]] = []
+    real = train.autocast_for
+
+    def autocast_for(precision: str, device: torch.device):
+        seen.append((precision, device))
+        return real(precision, device)
+
+    monkeypatch.setattr(train, "autocast_for", autocast_for)
+    cfg = train.load_config("tiny", ["run.device='cpu'", "run.precision='bf16'"])
+    assert estimate_step_seconds(cfg, block_length=16, vocab_size=100, steps=1) > 0
+    assert seen and set(seen) == {("bf16", torch.device("cpu"))}

@@ -230,6 +230,14 @@ def setup_distributed(device_pref: str) -> Dist:
     return Dist(rank, world, local, device)
 
 
+def autocast_for(precision: str, device: torch.device):
+    """The autocast context of ``run.precision`` on ``device`` (none for fp32)."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device.type, dtype=dtype)
+
+
 def _all_reduce(x: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
     if dist.is_initialized():
         dist.all_reduce(x, op=op)
@@ -496,11 +504,7 @@ class Trainer:
         return DDP(model, device_ids=ids)
 
     def _autocast(self):
-        p = self.cfg.run.precision
-        if p == "fp32":
-            return contextlib.nullcontext()
-        dtype = torch.bfloat16 if p == "bf16" else torch.float16
-        return torch.autocast(self.env.device.type, dtype=dtype)
+        return autocast_for(self.cfg.run.precision, self.env.device)
 
     def _forward(self, batch: dict[str, torch.Tensor], first_index: int):
         dev = self.env.device
