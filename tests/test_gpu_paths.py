@@ -173,3 +173,122 @@ def test_demo_step_timing_uses_the_runs_precision(monkeypatch: pytest.MonkeyPatc
     cfg = train.load_config("tiny", ["run.device='cpu'", "run.precision='bf16'"])
     assert estimate_step_seconds(cfg, block_length=16, vocab_size=100, steps=1) > 0
     assert seen and set(seen) == {("bf16", torch.device("cpu"))}
+
+
+# -- host synchronisations ------------------------------------------------------------------
+
+
+class SyncCounter:
+    """Counts what would stall a GPU's queue, seen on CPU tensors.
+
+    A dispatch mode sees reads of device values (``_local_scalar_dense``:
+    ``.item()``, ``bool()``, ``int()``), ``nonzero`` and boolean-mask indexing
+    (an output whose size is on the device) and ``lift_fresh`` (a tensor from
+    Python data: a host-to-device copy); ``Tensor.tolist`` is patched, as it
+    reads the data without dispatching.
+    """
+
+    WATCHED = ("aten._local_scalar_dense", "aten.nonzero", "aten.lift_fresh", "aten.item")
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        self.seen: list[str] = []
+        seen = self.seen
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                name = str(func)
+                bool_index = name.startswith(("aten.index.", "aten.index_put")) and any(
+                    isinstance(i, torch.Tensor) and i.dtype == torch.bool
+                    for i in (args[1] if len(args) > 1 and isinstance(args[1], list) else [])
+                    if i is not None
+                )
+                if name.startswith(SyncCounter.WATCHED) or bool_index:
+                    seen.append(name)
+                return func(*args, **(kwargs or {}))
+
+        self.mode = Mode()
+        tolist = torch.Tensor.tolist
+
+        def counted_tolist(t):
+            if self.active:
+                seen.append("Tensor.tolist")
+            return tolist(t)
+
+        self.active = False
+        monkeypatch.setattr(torch.Tensor, "tolist", counted_tolist)
+
+    def __enter__(self) -> SyncCounter:
+        self.active = True
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.mode.__exit__(*exc)
+        self.active = False
+
+
+def _batch(pad_last: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Four blocks of 32 tokens ([CLS] ... [SEP]), the last ``pad_last`` of row 0 padding."""
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 100, (4, 32), generator=g)
+    ids[:, 0], ids[:, -1] = 2, 3
+    if pad_last:
+        ids[0, -pad_last - 1] = 3
+        ids[0, -pad_last:] = 0
+    return ids, (ids != 0).long(), torch.zeros_like(ids)
+
+
+@pytest.mark.parametrize("objective", ["rtd", "mlm"])
+@pytest.mark.parametrize("pad_last", [0, 5])
+def test_one_micro_batch_syncs_the_host_once(
+    monkeypatch: pytest.MonkeyPatch, objective: str, pad_last: int
+) -> None:
+    """Forward, backward, clipping and the optimizer step of one micro-batch, as the
+    trainer runs them: the only sync left is ``nonzero`` of the masked positions
+    (their number varies per batch)."""
+    from electra.config import preset
+    from electra.optim import adamw
+    from electra.pretraining import (
+        ElectraForPretraining,
+        ObjectiveConfig,
+        SampleRNG,
+        SpecialIds,
+        picks_per_row,
+    )
+
+    special = SpecialIds(pad=0, cls=2, sep=3, mask=4, vocab_size=100)
+    cfg = dataclasses_replace(preset("tiny"), vocab_size=100)
+    model = ElectraForPretraining(cfg, ObjectiveConfig(objective=objective), special)
+    opt = adamw(model.parameters(), lr=1e-3)
+    ids, mask, types = _batch(pad_last)
+    counter = SyncCounter(monkeypatch)
+    for _ in range(2):  # the second step runs with optimizer state
+        full = bool(mask.all())  # on the host copy, as the trainer does
+        picks = picks_per_row(ids, mask, special, 0.15)
+        rng = SampleRNG(SampleRNG.seeds_for(0, range(4)), picks=picks)
+        with counter, torch.autocast("cpu", dtype=torch.bfloat16):
+            out = model(ids, mask, types, rng=rng, full=full)
+        with counter:
+            out.loss.backward()
+            names, values = out.metrics()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    assert counter.seen == ["aten.nonzero.default"] * 2
+
+
+def dataclasses_replace(obj, **kw):
+    import dataclasses
+
+    return dataclasses.replace(obj, **kw)
+
+
+def test_host_picks_match_the_objectives_choice() -> None:
+    from electra.pretraining import SpecialIds, choose_positions, picks_per_row
+
+    special = SpecialIds(pad=0, cls=2, sep=3, mask=4, vocab_size=100)
+    ids, mask, _ = _batch(pad_last=7)
+    chosen = choose_positions(ids, mask, special, 0.15, torch.Generator().manual_seed(0))
+    assert picks_per_row(ids, mask, special, 0.15) == chosen.sum(-1).tolist()

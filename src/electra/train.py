@@ -55,7 +55,12 @@ from electra.config import (
 )
 from electra.flops import paper_train_flops_per_step
 from electra.optim import adamw, linear_warmup_decay
-from electra.pretraining import ElectraForPretraining, ObjectiveConfig, SampleRNG
+from electra.pretraining import (
+    ElectraForPretraining,
+    ObjectiveConfig,
+    SampleRNG,
+    picks_per_row,
+)
 
 # ---------------------------------------------------------------------------
 # Configuration
@@ -507,13 +512,20 @@ class Trainer:
         return autocast_for(self.cfg.run.precision, self.env.device)
 
     def _forward(self, batch: dict[str, torch.Tensor], first_index: int):
+        """The objective on a CPU batch; what depends only on the batch (are all blocks
+        full, how many positions each row masks) is computed here on the host, so
+        the device is never asked for it (no host sync)."""
         dev = self.env.device
-        ids = batch["input_ids"].to(dev, non_blocking=True)
-        mask = batch["attention_mask"].to(dev, non_blocking=True)
+        cpu_ids, cpu_mask = batch["input_ids"], batch["attention_mask"]
+        full = bool(cpu_mask.all())
+        picks = picks_per_row(cpu_ids, cpu_mask, self.model.special, self.cfg.objective.mask_prob)
+        ids = cpu_ids.to(dev, non_blocking=True)
+        mask = cpu_mask.to(dev, non_blocking=True)
         types = batch["token_type_ids"].to(dev, non_blocking=True)
         seeds = SampleRNG.seeds_for(self.cfg.run.seed, range(first_index, first_index + len(ids)))
+        rng = SampleRNG(seeds, dev, picks=picks)
         with self._autocast():
-            return self.wrapped(ids, mask, types, rng=SampleRNG(seeds, dev))
+            return self.wrapped(ids, mask, types, rng=rng, full=full)
 
     def _train_step(self, step: int, scaler) -> tuple[list[str], torch.Tensor, int]:
         """One optimizer step; returns metric names, their values (on device) and tokens."""
@@ -645,6 +657,11 @@ class Trainer:
             dist.barrier()
         return path
 
+    def _stop_check_due(self, step: int) -> bool:
+        """Every step alone; under torchrun only every ``log_every`` steps, as agreeing
+        costs a collective and a host sync (a signal then waits a few steps)."""
+        return not dist.is_initialized() or step % self.cfg.run.log_every == 0
+
     def _stop_reason(self, stop: _Stop, t0: float) -> str | None:
         """ "signal" (SIGTERM/SIGINT), "max_minutes" or None, the same on every rank.
 
@@ -711,7 +728,7 @@ class Trainer:
                     window.paused += time.time() - t_eval
                 if bar is not None:
                     bar.update(1)
-                reason = self._stop_reason(stop, t0)
+                reason = self._stop_reason(stop, t0) if self._stop_check_due(step) else None
                 if reason is not None:
                     stop_reason = reason
                     break
