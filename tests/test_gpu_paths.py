@@ -8,6 +8,9 @@ sync there is a sync on a GPU too.
 
 from __future__ import annotations
 
+import contextlib
+import os
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -292,3 +295,104 @@ def test_host_picks_match_the_objectives_choice() -> None:
     ids, mask, _ = _batch(pad_last=7)
     chosen = choose_positions(ids, mask, special, 0.15, torch.Generator().manual_seed(0))
     assert picks_per_row(ids, mask, special, 0.15) == chosen.sum(-1).tolist()
+
+
+# -- FSDP2 and deterministic mode -----------------------------------------------------------
+
+
+def _trainer(*extra: str) -> train.Trainer:
+    return train.Trainer(train.load_config("tiny", ["run.device='cpu'", *extra]))
+
+
+def _tiny_model():
+    from electra.config import preset
+    from electra.pretraining import ElectraForPretraining, ObjectiveConfig, SpecialIds
+
+    special = SpecialIds(pad=0, cls=2, sep=3, mask=4, vocab_size=100)
+    cfg = dataclasses_replace(preset("tiny"), vocab_size=100)
+    return ElectraForPretraining(cfg, ObjectiveConfig(), special)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])
+def test_fsdp_compiles_each_layer_then_shards_it_with_bf16_compute(
+    monkeypatch: pytest.MonkeyPatch, precision: str
+) -> None:
+    import torch.distributed.fsdp as fsdp
+
+    events: list[tuple] = []
+
+    def fully_shard(module, **kw):
+        events.append(("shard", module, kw.get("mp_policy")))
+        return module
+
+    monkeypatch.setattr(fsdp, "fully_shard", fully_shard)
+    monkeypatch.setattr(torch.nn.Module, "compile", lambda m, *a, **k: events.append(("c", m)))
+    model = _tiny_model()
+    trainer = _trainer("run.fsdp=true", "run.compile=true", f"run.precision='{precision}'")
+    assert trainer._wrap(model, train.Dist(0, 2, 0, torch.device("cpu"))) is model
+    layers = [*model.generator.electra.encoder.layer, *model.discriminator.electra.encoder.layer]
+    want = [e for layer in layers for e in (("c", layer), ("shard", layer))] + [("shard", model)]
+    assert [e[:2] for e in events] == want  # no whole-encoder compile, layer before shard
+    policies = {e[2] for e in events if e[0] == "shard"}
+    if precision == "bf16":
+        (p,) = policies
+        assert p.param_dtype == torch.bfloat16 and p.reduce_dtype == torch.float32
+    else:
+        assert policies == {None}
+
+
+def test_accumulation_skips_the_gradient_reduction_until_the_last_micro_batch() -> None:
+    class FSDP2Like:
+        def __init__(self) -> None:
+            self.flags: list[bool] = []
+
+        def set_requires_gradient_sync(self, on: bool) -> None:
+            self.flags.append(on)
+
+    trainer = _trainer()
+    trainer.wrapped = FSDP2Like()
+    for i in range(3):
+        with trainer._grad_sync(i == 2):
+            pass
+    assert trainer.wrapped.flags == [False, False, True]
+
+    class DDPLike:
+        entered = 0
+
+        def no_sync(self):
+            DDPLike.entered += 1
+            return contextlib.nullcontext()
+
+    trainer.wrapped = DDPLike()
+    for i in range(3):
+        with trainer._grad_sync(i == 2):
+            pass
+    assert DDPLike.entered == 2
+
+
+def test_deterministic_mode_sets_cublas_kernels_and_math_attention(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: dict[str, object] = {}
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    monkeypatch.setattr(
+        torch,
+        "use_deterministic_algorithms",
+        lambda on, warn_only: calls.update(det=(on, warn_only)),
+    )
+    for name in ("flash", "mem_efficient", "cudnn", "math"):
+        fn = f"enable_{name}_sdp"
+        monkeypatch.setattr(torch.backends.cuda, fn, lambda on, n=name: calls.update({n: on}))
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", False)
+    train.set_deterministic()
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    assert calls == {
+        "det": (True, True),
+        "flash": False,
+        "mem_efficient": False,
+        "cudnn": False,
+        "math": True,
+    }
+    assert not torch.backends.cudnn.benchmark and torch.backends.cudnn.deterministic
+    assert train.load_config("tiny").run.deterministic is False  # opt-in: it costs speed

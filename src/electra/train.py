@@ -124,6 +124,13 @@ class RunConfig:
     tensorboard: bool = field(default=True, metadata={"doc": "Also log to TensorBoard."})
     progress: bool = field(default=True, metadata={"doc": "Show a progress bar."})
     export: bool = field(default=True, metadata={"doc": "Export HF directories at the end."})
+    deterministic: bool = field(
+        default=False,
+        metadata={
+            "doc": "GPU: deterministic kernels and math attention, so a resumed run "
+            "repeats the uninterrupted one exactly (slower; CPU runs are exact without)."
+        },
+    )
 
 
 @dataclass
@@ -233,6 +240,28 @@ def setup_distributed(device_pref: str) -> Dist:
     if world > 1 and not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     return Dist(rank, world, local, device)
+
+
+def set_deterministic() -> None:
+    """Make CUDA runs repeatable bit for bit (``run.deterministic``).
+
+    cuBLAS gets a fixed workspace (``CUBLAS_WORKSPACE_CONFIG``, read when the
+    first handle is created, hence before any GPU work), PyTorch its
+    deterministic kernels (warning, not failing, where an op has none; the
+    warning names it), cuDNN no autotuning, and attention the math SDPA
+    kernel: the flash and memory-efficient backward passes accumulate with
+    atomics, in an order that changes between runs. Costs speed, mostly in
+    attention; the CPU path is deterministic already.
+    """
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cuda.enable_flash_sdp(False)
+    torch.backends.cuda.enable_mem_efficient_sdp(False)
+    if hasattr(torch.backends.cuda, "enable_cudnn_sdp"):
+        torch.backends.cuda.enable_cudnn_sdp(False)
+    torch.backends.cuda.enable_math_sdp(True)
 
 
 def autocast_for(precision: str, device: torch.device):
@@ -390,6 +419,8 @@ class Trainer:
         from electra.data import BlockLoader, open_blocks  # heavy imports kept local
 
         cfg = self.cfg
+        if cfg.run.deterministic:
+            set_deterministic()
         self.env = env = setup_distributed(cfg.run.device)
         if cfg.run.threads > 0:
             torch.set_num_threads(cfg.run.threads)
@@ -488,25 +519,50 @@ class Trainer:
         return d
 
     def _wrap(self, model: ElectraForPretraining, env: Dist) -> nn.Module:
+        """DDP, FSDP2 or the bare model, compiled as ``run.compile`` asks."""
+        parts = [p for p in (model.generator, model.discriminator) if p is not None]
+        if env.world > 1 and self.cfg.run.fsdp:
+            return self._fully_shard(model, parts)
         if self.cfg.run.compile:
-            for part in (model.generator, model.discriminator):
-                if part is not None:
-                    part.electra.encoder.compile()
+            for part in parts:
+                part.electra.encoder.compile()
         if env.world == 1:
-            return model
-        if self.cfg.run.fsdp:
-            from torch.distributed.fsdp import fully_shard
-
-            for part in (model.generator, model.discriminator):
-                if part is not None:
-                    for layer in part.electra.encoder.layer:
-                        fully_shard(layer)
-            fully_shard(model)
             return model
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         ids = [env.device.index] if env.device.type == "cuda" else None
         return DDP(model, device_ids=ids)
+
+    def _fully_shard(self, model: ElectraForPretraining, parts: list[nn.Module]) -> nn.Module:
+        """FSDP2: each encoder layer its own unit (compiled first, so the compiled
+        graphs sit inside the units and FSDP's hooks stay outside them), then the
+        root (embeddings, heads). Under bf16 the parameters are gathered and used
+        in bf16 and gradients reduced in fp32 (``MixedPrecisionPolicy``)."""
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        kw = {}
+        if self.cfg.run.precision == "bf16":
+            kw["mp_policy"] = MixedPrecisionPolicy(
+                param_dtype=torch.bfloat16, reduce_dtype=torch.float32
+            )
+        for part in parts:
+            for layer in part.electra.encoder.layer:
+                if self.cfg.run.compile:
+                    layer.compile()
+                fully_shard(layer, **kw)
+        fully_shard(model, **kw)
+        return model
+
+    def _grad_sync(self, sync: bool):
+        """A context in which backward does (or skips) the gradient all-reduce:
+        skipped on all but the last micro-batch of an accumulated step."""
+        w = self.wrapped
+        if hasattr(w, "set_requires_gradient_sync"):  # FSDP2: a flag, not a context
+            w.set_requires_gradient_sync(sync)
+            return contextlib.nullcontext()
+        if not sync and hasattr(w, "no_sync"):  # DDP
+            return w.no_sync()
+        return contextlib.nullcontext()
 
     def _autocast(self):
         return autocast_for(self.cfg.run.precision, self.env.device)
@@ -537,13 +593,7 @@ class Trainer:
         for i in range(accum):
             start = self.loader.position + env.rank * self.micro  # this rank's first block
             batch = next(self.loader)
-            last_micro = i == accum - 1
-            ctx = (
-                self.wrapped.no_sync()
-                if not last_micro and hasattr(self.wrapped, "no_sync")
-                else contextlib.nullcontext()
-            )
-            with ctx:
+            with self._grad_sync(i == accum - 1):
                 out = self._forward(batch, start)
                 loss = out.loss / accum
                 (scaler.scale(loss) if scaler else loss).backward()
