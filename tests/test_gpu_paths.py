@@ -14,6 +14,7 @@ import os
 import pytest
 import torch
 import torch.distributed as dist
+from finetune_fixtures import ko_model  # noqa: F401
 
 from electra import train
 from electra.config import ConfigError
@@ -396,3 +397,69 @@ def test_deterministic_mode_sets_cublas_kernels_and_math_attention(
     }
     assert not torch.backends.cudnn.benchmark and torch.backends.cudnn.deterministic
     assert train.load_config("tiny").run.deterministic is False  # opt-in: it costs speed
+
+
+# -- fine-tuning ----------------------------------------------------------------------------
+
+
+def test_fine_tuning_defaults_to_bf16_on_a_gpu_that_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from electra.finetune.run import default_bf16
+
+    assert default_bf16(torch.device("cpu")) is False
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert default_bf16(torch.device("cuda", 0)) is True
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert default_bf16(torch.device("cuda", 0)) is False  # pre-Ampere
+
+
+def test_fine_tuning_steps_do_not_sync_the_host(
+    ko_model,  # noqa: F811
+    data_dir,
+    tmp_path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Four times the training steps, the same syncs: none per micro-batch (the running
+    loss is read every ``LOSS_READ_EVERY`` steps and at the end of an epoch)."""
+    from electra.finetune.run import FinetuneArgs, finetune
+
+    counter = SyncCounter(monkeypatch)
+
+    def syncs(n_train: int) -> int:
+        args = FinetuneArgs(
+            model=str(ko_model),
+            task="nsmc",
+            output=str(tmp_path / f"n{n_train}"),
+            data_dir=str(data_dir),
+            device="cpu",
+            epochs=1,
+            batch_size=8,
+            max_length=24,
+            max_train_examples=n_train,
+            max_eval_examples=16,
+            progress=False,
+        )
+        counter.seen.clear()
+        with counter:
+            finetune(args)
+        # lift_fresh here is the collate building CPU tensors, copied without a sync
+        return sum(1 for op in counter.seen if op != "aten.lift_fresh.default")
+
+    few, many = syncs(16), syncs(64)  # 2 and 8 steps
+    assert many - few <= 1, (few, many)
+
+
+def test_block_loader_pins_batches_for_a_gpu(blocks, monkeypatch: pytest.MonkeyPatch) -> None:
+    from electra.data import BlockLoader, open_blocks
+
+    pinned: list[torch.Size] = []
+
+    def pin_memory(t):  # the real one needs a CUDA driver
+        pinned.append(t.shape)
+        return t
+
+    monkeypatch.setattr(torch.Tensor, "pin_memory", pin_memory)
+    train_blocks = open_blocks(blocks, "train")
+    plain = next(BlockLoader(train_blocks, 4, seed=0, prefetch=0))
+    assert pinned == []
+    batch = next(BlockLoader(train_blocks, 4, seed=0, prefetch=1, pin_memory=True))
+    assert len(pinned) == 3 and all(torch.equal(batch[k], plain[k]) for k in plain)

@@ -473,7 +473,13 @@ class Trainer:
             (out / "config.json").write_text(json.dumps(resolved, indent=2) + "\n")
         log = MetricsLog(out, step, cfg.run.tensorboard) if env.main else None
         loader = BlockLoader(
-            train, micro, seed=cfg.run.seed, rank=env.rank, world_size=env.world, position=position
+            train,
+            micro,
+            seed=cfg.run.seed,
+            rank=env.rank,
+            world_size=env.world,
+            position=position,
+            pin_memory=env.device.type == "cuda",
         )
         flops_step = paper_train_flops_per_step(
             model_cfg,
