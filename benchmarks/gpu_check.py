@@ -483,19 +483,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", default="", help="shared/data (default: the usual place)")
     args = p.parse_args(argv)
     from electra.paths import default_data_dir
+    from electra.train import resolve_device
 
-    if torch.device(args.device).type == "cuda":
-        torch.cuda.set_device(torch.device(args.device))
+    device = resolve_device(args.device)  # "cuda" -> "cuda:0": set_device needs an index
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
     ctx = Context(
         out=Path(args.out),
-        device=args.device,
+        device=str(device),
         smoke=args.smoke,
         compile=not args.no_compile,
         deadline=time.time() + args.minutes * 60,
         data_dir=Path(args.data_dir) if args.data_dir else default_data_dir(),
     )
     ctx.results.update(
-        device=describe_device(args.device),
+        device=describe_device(str(device)),
+        torch_device=str(device),
         torch=torch.__version__,
         cuda=torch.version.cuda,
         smoke=args.smoke,
@@ -503,6 +506,7 @@ def main(argv: list[str] | None = None) -> int:
         started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     )
     run_sections(sections(ctx, args.study), ctx)
+    write_report(ctx)
     print(markdown(ctx.results))
     return 0
 

@@ -56,3 +56,17 @@ def _env() -> dict[str, str]:
     e = dict(os.environ)
     e["PYTHONPATH"] = str(REPO / "src") + os.pathsep + e.get("PYTHONPATH", "")
     return e
+
+
+def test_gpu_check_gives_cuda_an_index(tmp_path: Path, monkeypatch) -> None:
+    """``--device cuda`` must not reach ``set_device`` without an index (it raises)."""
+    import gpu_check
+    import torch
+    from torch.cuda._utils import _get_device_index
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_device", _get_device_index)
+    monkeypatch.setattr(gpu_check, "describe_device", lambda d: "fake GPU")
+    monkeypatch.setattr(gpu_check, "sections", lambda ctx, study: {})
+    assert gpu_check.main(["--out", str(tmp_path), "--device", "cuda"]) == 0
+    assert json.loads((tmp_path / "gpu_check.json").read_text())["torch_device"] == "cuda:0"
