@@ -38,13 +38,14 @@ def blocks(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
 
 
 def tiny_config(blocks: Path, out: Path, *extra: str):
-    """The built-in ``tiny`` config over ``blocks`` writing to ``out``."""
+    """The built-in ``tiny`` config over ``blocks`` writing to ``out``, on the CPU."""
     from electra.train import load_config
 
     overrides = [
         f"data.blocks={json.dumps(str(blocks))}",
         f"run.output_dir={json.dumps(str(out))}",
         "run.progress=false",
+        "run.device='cpu'",  # a GPU machine runs the same tests (and torchrun ranks need no GPU)
         *extra,
     ]
     return load_config("tiny", overrides)

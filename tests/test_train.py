@@ -176,6 +176,7 @@ def _pretrain_args(blocks: Path, run: Path, *extra: str) -> list[str]:
         str(run),
         "--set",
         "run.progress=false",
+        "run.device='cpu'",  # exactness is tested on CPU; never cuda:1 for a second rank
         "run.log_every=1",
         "run.eval_every=0",
         "run.export=false",

@@ -1120,7 +1120,8 @@ class BlockLoader:
     block_length)``. ``position`` is the global number of blocks consumed
     after the batch last yielded: save it, and a loader created with it
     continues exactly. ``prefetch`` batches are read ahead in a thread; the
-    result does not depend on it.
+    result does not depend on it. ``pin_memory`` (for a CUDA run) page-locks
+    the batches in that thread, so their copy to the GPU is asynchronous.
     """
 
     def __init__(
@@ -1132,6 +1133,7 @@ class BlockLoader:
         world_size: int = 1,
         position: int = 0,
         prefetch: int = 2,
+        pin_memory: bool = False,
     ) -> None:
         if len(blocks) == 0:
             raise ValueError(f"{blocks!r} has no blocks")
@@ -1143,6 +1145,7 @@ class BlockLoader:
         self.world_size = world_size
         self.position = position
         self.prefetch = max(0, prefetch)
+        self.pin_memory = pin_memory
         self._next_pos = position
         self._queue: deque[Future[dict[str, Any]]] = deque()
         self._pool = ThreadPoolExecutor(max_workers=1) if self.prefetch else None
@@ -1167,11 +1170,14 @@ class BlockLoader:
         )
         ids, types = self.blocks.get(idx)
         input_ids = torch.from_numpy(ids)
-        return {
+        batch = {
             "input_ids": input_ids,
             "token_type_ids": torch.from_numpy(types),
             "attention_mask": (input_ids != self.blocks.pad_id).long(),
         }
+        if self.pin_memory:
+            batch = {k: v.pin_memory() for k, v in batch.items()}
+        return batch
 
     def __iter__(self) -> BlockLoader:
         return self

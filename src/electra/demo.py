@@ -76,38 +76,51 @@ def korean_corpus(data_dir: Path) -> list[Path]:
 
 
 def estimate_step_seconds(cfg, block_length: int, vocab_size: int, steps: int = 3) -> float:
-    """Median seconds of a training step of ``cfg`` on random blocks (nothing written)."""
+    """Median seconds of a training step of ``cfg`` on random blocks (nothing written).
+
+    Timed where and how the run will train: on ``run.device`` (a GPU when
+    ``auto`` finds one) under ``run.precision``'s autocast, with the GPU
+    synchronised around each step; a CPU timing would plan far too few steps
+    for a GPU run.
+    """
     import statistics
-    from contextlib import nullcontext
 
     import torch
 
+    from electra.optim import adamw
     from electra.pretraining import ElectraForPretraining, SpecialIds
-    from electra.train import resolve_model
+    from electra.train import autocast_for, resolve_device, resolve_model
 
+    device = resolve_device(cfg.run.device)
     model_cfg = resolve_model(cfg, vocab_size, "demo")
     special = SpecialIds(pad=0, cls=2, sep=3, mask=4, vocab_size=vocab_size)
-    model = ElectraForPretraining(model_cfg, cfg.objective, special).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(5, vocab_size, (cfg.optim.batch_size, block_length), generator=g)
-    ids[:, 0], ids[:, -1] = 2, 3
-    auto = (
-        torch.autocast("cpu", dtype=torch.bfloat16)
-        if cfg.run.precision == "bf16"
-        else nullcontext()
+    model = ElectraForPretraining(model_cfg, cfg.objective, special).to(device).train()
+    opt = adamw(model.parameters(), lr=1e-4)
+    g = torch.Generator(device=device).manual_seed(0)
+    ids = torch.randint(
+        5, vocab_size, (cfg.optim.batch_size, block_length), generator=g, device=device
     )
+    ids[:, 0], ids[:, -1] = 2, 3
     times = []
     for i in range(steps + 1):
+        _sync(device)
         t = time.perf_counter()
-        with auto:
+        with autocast_for(cfg.run.precision, device):
             loss = model(ids, rng=g).loss
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        _sync(device)
         if i:
             times.append(time.perf_counter() - t)
     return statistics.median(times)
+
+
+def _sync(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def demo(cmd: DemoCommand) -> dict[str, Any]:

@@ -94,10 +94,21 @@ class SampleRNG:
     generator, in a fixed order (position keys, mask/keep split, random
     tokens, Gumbel noise), so the randomness a sample receives depends only on
     its seed.
+
+    ``picks`` optionally gives, per sample, the number of positions the
+    objective will mask, computed on the host from the CPU batch with
+    :func:`picks_per_row`; the per-sample noise of the generator's sampling
+    is then sized without reading the count back from the GPU (a host sync).
     """
 
-    def __init__(self, seeds: Sequence[int], device: torch.device | str = "cpu") -> None:
+    def __init__(
+        self,
+        seeds: Sequence[int],
+        device: torch.device | str = "cpu",
+        picks: Sequence[int] | None = None,
+    ) -> None:
         self.device = torch.device(device)
+        self.picks = None if picks is None else [int(n) for n in picks]
         self.generators = [
             torch.Generator(device=self.device).manual_seed(int(s) & 0xFFFF_FFFF_FFFF_FFFF)
             for s in seeds
@@ -141,9 +152,10 @@ def _uniform_rows(rng: Randomness, counts: Tensor | None, width: int, n: int, de
     if isinstance(rng, SampleRNG):
         if counts is None:
             raise ValueError("per-sample randomness needs the number of rows per sample")
+        rows = rng.picks if rng.picks is not None else counts.tolist()  # tolist: a sync
         parts = [
             torch.rand(int(c), width, generator=g, device=device)
-            for g, c in zip(rng.generators, counts.tolist(), strict=True)
+            for g, c in zip(rng.generators, rows, strict=True)
         ]
         return torch.cat(parts) if parts else torch.empty(0, width, device=device)
     return torch.rand(n, width, generator=rng, device=device)
@@ -183,13 +195,8 @@ def choose_positions(
     without replacement among the non-special, non-pad tokens.
     """
     B, L = input_ids.shape
-    candidate = attention_mask.bool() & ~torch.isin(
-        input_ids, torch.tensor(special.never_masked, device=input_ids.device)
-    )
-    n_cand = candidate.sum(-1)  # (B,)
-    cap = max_predictions_per_seq(mask_prob, L)
-    n_pick = torch.round(n_cand.float() * mask_prob).long().clamp(min=1, max=max(cap, 1))
-    n_pick = torch.minimum(n_pick, n_cand)
+    candidate = _candidates(input_ids, attention_mask, special)
+    n_pick = _n_pick(candidate, mask_prob)
     # Random keys; non-candidates sort last. The k smallest keys are a uniform
     # sample without replacement.
     keys = _uniform(rng, (B, L), input_ids.device)
@@ -198,6 +205,34 @@ def choose_positions(
     rank = torch.empty_like(order)
     rank.scatter_(1, order, torch.arange(L, device=input_ids.device).expand(B, L))
     return (rank < n_pick[:, None]) & candidate
+
+
+def _candidates(input_ids: Tensor, attention_mask: Tensor, special: SpecialIds) -> Tensor:
+    """(B, L) bool: real tokens that are not special (compared with Python ints: no
+    host-to-device copy of the special ids)."""
+    candidate = attention_mask.bool()
+    for token in special.never_masked:
+        candidate = candidate & (input_ids != token)
+    return candidate
+
+
+def _n_pick(candidate: Tensor, mask_prob: float) -> Tensor:
+    """(B,) positions to mask per sequence: the rounded share, at least one, at most the cap."""
+    n_cand = candidate.sum(-1)
+    cap = max_predictions_per_seq(mask_prob, candidate.shape[1])
+    n_pick = torch.round(n_cand.float() * mask_prob).long().clamp(min=1, max=max(cap, 1))
+    return torch.minimum(n_pick, n_cand)
+
+
+def picks_per_row(
+    input_ids: Tensor, attention_mask: Tensor, special: SpecialIds, mask_prob: float
+) -> list[int]:
+    """How many positions :func:`choose_positions` masks in each row, for CPU tensors.
+
+    The training loop computes it from the batch before it goes to the GPU
+    (see :class:`SampleRNG`); same function, so always the same numbers.
+    """
+    return _n_pick(_candidates(input_ids, attention_mask, special), mask_prob).tolist()
 
 
 def mask_batch(
@@ -217,15 +252,15 @@ def mask_batch(
     is_masked = choose_positions(input_ids, attention_mask, special, mask_prob, rng)
     B, L = input_ids.shape
     u = _uniform(rng, (B, L), input_ids.device)
-    corrupted = input_ids.clone()
+    # torch.where rather than boolean-mask assignment, which syncs (nonzero) on a GPU.
     if style == "electra":
-        corrupted[is_masked & (u < mask_token_prob)] = special.mask
+        corrupted = torch.where(is_masked & (u < mask_token_prob), special.mask, input_ids)
     else:
-        corrupted[is_masked & (u < 0.8)] = special.mask
+        corrupted = torch.where(is_masked & (u < 0.8), special.mask, input_ids)
         random_pos = is_masked & (u >= 0.8) & (u < 0.9)
         random_ids = _randint(rng, special.vocab_size, (B, L), input_ids.device)
-        corrupted[random_pos] = random_ids[random_pos]
-    positions = is_masked.reshape(-1).nonzero().squeeze(-1)
+        corrupted = torch.where(random_pos, random_ids, corrupted)
+    positions = is_masked.reshape(-1).nonzero().squeeze(-1)  # the one sync: N varies
     labels = input_ids.reshape(-1).index_select(0, positions)
     return Masked(corrupted, is_masked, positions, labels)
 
@@ -233,9 +268,12 @@ def mask_batch(
 class _FusedMLMLoss(torch.autograd.Function):
     """Mean cross-entropy over (N, V) logits, and a Gumbel-max sample from the same pass.
 
-    One fp32 pass computes the softmax; its ``softmax - onehot`` is the
-    gradient, kept (in the logits' dtype) for backward, so no log-softmax
-    backward and no (N, V) zero-fill is needed. The sample uses the Gumbel-max
+    One fp32 pass computes the softmax; its ``(softmax - onehot) / N`` is the
+    gradient, kept for backward, so no log-softmax backward and no (N, V)
+    zero-fill is needed. It is kept in bf16 under bf16 autocast (fp32's
+    exponent range, half the memory) but in fp32 under fp16: most entries are
+    below fp16's smallest subnormal (6e-8) before the loss scale multiplies
+    them, and would be flushed to zero; backward scales them first, then casts. The sample uses the Gumbel-max
     trick in its multiplicative form: ``argmax(logits + G)`` with
     ``G = -log(E)``, ``E ~ Exp(1)``, equals ``argmax(exp(logits) / E)``, which
     reuses the exponentials already computed (fp32 throughout). ``noise`` is
@@ -258,14 +296,21 @@ class _FusedMLMLoss(torch.autograd.Function):
         x.div_(total[:, None])
         x[rows, labels] -= 1.0
         x.div_(max(x.shape[0], 1))
-        ctx.save_for_backward(x.to(logits.dtype))
+        ctx.logits_dtype = logits.dtype
+        ctx.save_for_backward(x.to(saved_grad_dtype(logits.dtype)))
         ctx.mark_non_differentiable(sampled, argmax)
         return loss, sampled, argmax
 
     @staticmethod
     def backward(ctx, grad_loss: Tensor, _s: Tensor, _a: Tensor):  # type: ignore[override]
         (grad,) = ctx.saved_tensors
-        return grad.mul_(grad_loss.to(grad.dtype)), None, None  # backward runs once
+        grad = grad.mul_(grad_loss.to(grad.dtype))  # backward runs once: in place
+        return grad.to(ctx.logits_dtype), None, None
+
+
+def saved_grad_dtype(logits_dtype: torch.dtype) -> torch.dtype:
+    """The dtype the fused MLM loss keeps its gradient in: never fp16 (underflow)."""
+    return torch.float32 if logits_dtype == torch.float16 else logits_dtype
 
 
 def mlm_loss_and_sample(
@@ -384,11 +429,17 @@ class ElectraForPretraining(nn.Module):
         token_type_ids: Tensor | None = None,
         rng: Randomness = None,
         keep_tensors: bool = False,
+        full: bool | None = None,
     ) -> PretrainOutput:
+        """Loss and metrics of a batch; ``full`` says, when the caller knows it from the
+        host copy of the batch, whether every attention_mask entry is 1 (else it is
+        read back from the device: a sync)."""
         if attention_mask is None:
             attention_mask = input_ids != self.special.pad
+        if full is None:
+            full = bool(attention_mask.all())
         # SDPA runs its fast kernel when there is no mask; full blocks need none.
-        attn = None if bool(attention_mask.all()) else attention_mask
+        attn = None if full else attention_mask
         if self.objective.objective == "mlm":
             return self._mlm(input_ids, attention_mask, attn, token_type_ids, rng)
         return self._rtd(input_ids, attention_mask, attn, token_type_ids, rng, keep_tensors)

@@ -58,7 +58,12 @@ from electra.config import (
 from electra.flops import paper_train_flops_per_step
 from electra.health import HealthProbe, most_frequent_token, verdict
 from electra.optim import adamw, linear_warmup_decay
-from electra.pretraining import ElectraForPretraining, ObjectiveConfig, SampleRNG
+from electra.pretraining import (
+    ElectraForPretraining,
+    ObjectiveConfig,
+    SampleRNG,
+    picks_per_row,
+)
 
 # ---------------------------------------------------------------------------
 # Configuration
@@ -122,6 +127,13 @@ class RunConfig:
     tensorboard: bool = field(default=True, metadata={"doc": "Also log to TensorBoard."})
     progress: bool = field(default=True, metadata={"doc": "Show a progress bar."})
     export: bool = field(default=True, metadata={"doc": "Export HF directories at the end."})
+    deterministic: bool = field(
+        default=False,
+        metadata={
+            "doc": "GPU: deterministic kernels and math attention, so a resumed run "
+            "repeats the uninterrupted one exactly (slower; CPU runs are exact without)."
+        },
+    )
 
 
 @dataclass
@@ -199,22 +211,68 @@ class Dist:
         return self.rank == 0
 
 
+def resolve_device(pref: str, local_rank: int = 0, world: int = 1) -> torch.device:
+    """The device this process trains on, always with an index when it is a GPU.
+
+    ``auto`` is CUDA when available, else CPU. A bare ``cuda`` becomes
+    ``cuda:LOCAL_RANK`` (``torch.cuda.set_device`` rejects a device without an
+    index). Under ``torchrun`` (``world > 1``) every rank takes its own GPU,
+    ``cuda:LOCAL_RANK``, even when ``cuda:N`` was asked for: a fixed index
+    would put all ranks of a node on one GPU.
+    """
+    if pref == "auto":
+        pref = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(pref)
+    if device.type != "cuda":
+        return device
+    if not torch.cuda.is_available():
+        raise ConfigError(f"run.device = {pref!r}: no CUDA device is available (use cpu)")
+    if world > 1 or device.index is None:
+        return torch.device("cuda", local_rank)
+    return device
+
+
 def setup_distributed(device_pref: str) -> Dist:
     """Read torchrun's environment; one process when it is absent."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    if device_pref == "auto":
-        device_pref = "cuda" if torch.cuda.is_available() else "cpu"
-    if device_pref == "cuda" and world > 1:
-        device = torch.device("cuda", local)
-    else:
-        device = torch.device(device_pref)
+    device = resolve_device(device_pref, local, world)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     if world > 1 and not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     return Dist(rank, world, local, device)
+
+
+def set_deterministic() -> None:
+    """Make CUDA runs repeatable bit for bit (``run.deterministic``).
+
+    cuBLAS gets a fixed workspace (``CUBLAS_WORKSPACE_CONFIG``, read when the
+    first handle is created, hence before any GPU work), PyTorch its
+    deterministic kernels (warning, not failing, where an op has none; the
+    warning names it), cuDNN no autotuning, and attention the math SDPA
+    kernel: the flash and memory-efficient backward passes accumulate with
+    atomics, in an order that changes between runs. Costs speed, mostly in
+    attention; the CPU path is deterministic already.
+    """
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cuda.enable_flash_sdp(False)
+    torch.backends.cuda.enable_mem_efficient_sdp(False)
+    if hasattr(torch.backends.cuda, "enable_cudnn_sdp"):
+        torch.backends.cuda.enable_cudnn_sdp(False)
+    torch.backends.cuda.enable_math_sdp(True)
+
+
+def autocast_for(precision: str, device: torch.device):
+    """The autocast context of ``run.precision`` on ``device`` (none for fp32)."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device.type, dtype=dtype)
 
 
 def _all_reduce(x: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
@@ -364,6 +422,8 @@ class Trainer:
         from electra.data import BlockLoader, open_blocks  # heavy imports kept local
 
         cfg = self.cfg
+        if cfg.run.deterministic:
+            set_deterministic()
         self.env = env = setup_distributed(cfg.run.device)
         if cfg.run.threads > 0:
             torch.set_num_threads(cfg.run.threads)
@@ -409,13 +469,20 @@ class Trainer:
         )
         if state is not None:
             _load_optimizer(model, opt, state["optimizer"])
+        self.scaler = grad_scaler(cfg.run.precision, env.device, state)
 
         if env.main:
             out.mkdir(parents=True, exist_ok=True)
             (out / "config.json").write_text(json.dumps(resolved, indent=2) + "\n")
         log = MetricsLog(out, step, cfg.run.tensorboard) if env.main else None
         loader = BlockLoader(
-            train, micro, seed=cfg.run.seed, rank=env.rank, world_size=env.world, position=position
+            train,
+            micro,
+            seed=cfg.run.seed,
+            rank=env.rank,
+            world_size=env.world,
+            position=position,
+            pin_memory=env.device.type == "cuda",
         )
         flops_step = paper_train_flops_per_step(
             model_cfg,
@@ -461,42 +528,74 @@ class Trainer:
         return d
 
     def _wrap(self, model: ElectraForPretraining, env: Dist) -> nn.Module:
+        """DDP, FSDP2 or the bare model, compiled as ``run.compile`` asks."""
+        parts = [p for p in (model.generator, model.discriminator) if p is not None]
+        if env.world > 1 and self.cfg.run.fsdp:
+            return self._fully_shard(model, parts)
         if self.cfg.run.compile:
-            for part in (model.generator, model.discriminator):
-                if part is not None:
-                    part.electra.encoder.compile()
+            for part in parts:
+                part.electra.encoder.compile()
         if env.world == 1:
-            return model
-        if self.cfg.run.fsdp:
-            from torch.distributed.fsdp import fully_shard
-
-            for part in (model.generator, model.discriminator):
-                if part is not None:
-                    for layer in part.electra.encoder.layer:
-                        fully_shard(layer)
-            fully_shard(model)
             return model
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         ids = [env.device.index] if env.device.type == "cuda" else None
         return DDP(model, device_ids=ids)
 
-    def _autocast(self):
-        p = self.cfg.run.precision
-        if p == "fp32":
+    def _fully_shard(self, model: ElectraForPretraining, parts: list[nn.Module]) -> nn.Module:
+        """FSDP2: each encoder layer its own unit, then the root (embeddings, heads).
+
+        With ``run.compile`` each layer is compiled in place before it is sharded
+        (Dynamo runs FSDP's hooks eagerly), one graph per unit, rather than the
+        whole encoder, whose graph would span every unit's all-gathers. Under
+        bf16 the parameters are gathered and used in bf16 and gradients reduced
+        in fp32 (``MixedPrecisionPolicy``): half the all-gather traffic, no
+        precision lost in the sum over ranks."""
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        kw = {}
+        if self.cfg.run.precision == "bf16":
+            kw["mp_policy"] = MixedPrecisionPolicy(
+                param_dtype=torch.bfloat16, reduce_dtype=torch.float32
+            )
+        for part in parts:
+            for layer in part.electra.encoder.layer:
+                if self.cfg.run.compile:
+                    layer.compile()
+                fully_shard(layer, **kw)
+        fully_shard(model, **kw)
+        return model
+
+    def _grad_sync(self, sync: bool):
+        """A context in which backward does (or skips) the gradient all-reduce:
+        skipped on all but the last micro-batch of an accumulated step."""
+        w = self.wrapped
+        if hasattr(w, "set_requires_gradient_sync"):  # FSDP2: a flag, not a context
+            w.set_requires_gradient_sync(sync)
             return contextlib.nullcontext()
-        dtype = torch.bfloat16 if p == "bf16" else torch.float16
-        return torch.autocast(self.env.device.type, dtype=dtype)
+        if not sync and hasattr(w, "no_sync"):  # DDP
+            return w.no_sync()
+        return contextlib.nullcontext()
+
+    def _autocast(self):
+        return autocast_for(self.cfg.run.precision, self.env.device)
 
     def _forward(self, batch: dict[str, torch.Tensor], first_index: int, keep: bool = False):
+        """The objective on a CPU batch; what depends only on the batch (are all blocks
+        full, how many positions each row masks) is computed here on the host, so
+        the device is never asked for it (no host sync)."""
         dev = self.env.device
-        ids = batch["input_ids"].to(dev, non_blocking=True)
-        mask = batch["attention_mask"].to(dev, non_blocking=True)
+        cpu_ids, cpu_mask = batch["input_ids"], batch["attention_mask"]
+        full = bool(cpu_mask.all())
+        picks = picks_per_row(cpu_ids, cpu_mask, self.model.special, self.cfg.objective.mask_prob)
+        ids = cpu_ids.to(dev, non_blocking=True)
+        mask = cpu_mask.to(dev, non_blocking=True)
         types = batch["token_type_ids"].to(dev, non_blocking=True)
         seeds = SampleRNG.seeds_for(self.cfg.run.seed, range(first_index, first_index + len(ids)))
+        rng = SampleRNG(seeds, dev, picks=picks)
         extra = {"keep_tensors": True} if keep else {}
         with self._autocast():
-            return self.wrapped(ids, mask, types, rng=SampleRNG(seeds, dev), **extra)
+            return self.wrapped(ids, mask, types, rng=rng, full=full, **extra)
 
     def _train_step(self, step: int, scaler) -> tuple[list[str], torch.Tensor, int]:
         """One optimizer step; returns metric names, their values (on device) and tokens."""
@@ -508,13 +607,7 @@ class Trainer:
         for i in range(accum):
             start = self.loader.position + env.rank * self.micro  # this rank's first block
             batch = next(self.loader)
-            last_micro = i == accum - 1
-            ctx = (
-                self.wrapped.no_sync()
-                if not last_micro and hasattr(self.wrapped, "no_sync")
-                else contextlib.nullcontext()
-            )
-            with ctx:
+            with self._grad_sync(i == accum - 1):
                 out = self._forward(batch, start)
                 loss = out.loss / accum
                 (scaler.scale(loss) if scaler else loss).backward()
@@ -631,6 +724,8 @@ class Trainer:
                 "optimizer": opt_state,
                 "world_size": self.env.world,
             }
+            if self.scaler is not None:  # fp16: the loss scale is state too
+                train_state["grad_scaler"] = self.scaler.state_dict()
             aliases = ckpt.alias_names(self.model)
             path = ckpt.save(
                 self.out / "checkpoints",
@@ -643,6 +738,11 @@ class Trainer:
         if dist.is_initialized():
             dist.barrier()
         return path
+
+    def _stop_check_due(self, step: int) -> bool:
+        """Every step alone; under torchrun only every ``log_every`` steps, as agreeing
+        costs a collective and a host sync (a signal then waits a few steps)."""
+        return not dist.is_initialized() or step % self.cfg.run.log_every == 0
 
     def _stop_reason(self, stop: _Stop, t0: float) -> str | None:
         """ "signal" (SIGTERM/SIGINT), "max_minutes" or None, the same on every rank.
@@ -680,11 +780,7 @@ class Trainer:
 
     def _loop(self, step: int, log: MetricsLog | None) -> dict[str, Any]:
         cfg, env = self.cfg, self.env
-        scaler = (
-            torch.amp.GradScaler(env.device.type)
-            if cfg.run.precision == "fp16" and env.device.type == "cuda"
-            else None
-        )
+        scaler = self.scaler
         bar = None
         if env.main and cfg.run.progress:
             from tqdm import tqdm
@@ -714,7 +810,7 @@ class Trainer:
                     window.paused += time.time() - t_eval
                 if bar is not None:
                     bar.update(1)
-                reason = self._stop_reason(stop, t0)
+                reason = self._stop_reason(stop, t0) if self._stop_check_due(step) else None
                 if reason is not None:
                     stop_reason = reason
                     break
@@ -752,6 +848,23 @@ class Trainer:
             if stop_reason == "signal":
                 print(f"stopped by signal at step {step}; continue with --resume", file=sys.stderr)
         return summary
+
+
+def grad_scaler(
+    precision: str, device: torch.device, state: dict[str, Any] | None = None
+) -> torch.amp.GradScaler | None:
+    """fp16's dynamic loss scaler (None for bf16/fp32), restored from a checkpoint's state.
+
+    The scale and its growth counter change during training; a resumed run
+    that restarted them at their defaults would skip or scale different steps
+    than the uninterrupted run, so they are checkpointed with the optimizer.
+    """
+    if precision != "fp16":
+        return None
+    scaler = torch.amp.GradScaler(device.type)
+    if state and state.get("grad_scaler"):
+        scaler.load_state_dict(state["grad_scaler"])
+    return scaler
 
 
 def _find_resume(out: Path) -> ckpt.Checkpoint | None:

@@ -174,6 +174,18 @@ def glue_score_from_results(
     return glue_average(scores, convention)
 
 
+def default_bf16(device: torch.device) -> bool:
+    """bf16 autocast unless told otherwise: on a GPU with bf16 (Ampere or newer)."""
+    return device.type == "cuda" and torch.cuda.is_bf16_supported()
+
+
+def gpu_defaults(device: torch.device) -> None:
+    """TF32 for the fp32 matmuls and convolutions left outside autocast, on a GPU."""
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+
 def _autocast(device: torch.device, enabled: bool):
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=enabled)
 
@@ -352,7 +364,9 @@ class FinetuneArgs:
     max_train_examples: int = _doc("Use at most N training examples (0: all).", default=0)
     max_eval_examples: int = _doc("Use at most N dev and test examples (0: all).", default=0)
     device: str = _doc("auto, cpu, cuda or cuda:N.", default="auto")
-    bf16: bool = _doc("bfloat16 autocast (GPU).", default=False)
+    bf16: bool | None = _doc(
+        "bfloat16 autocast (default: on a GPU that supports it, off on CPU).", default=None
+    )
     grad_clip: float = _doc("Gradient clipping max norm (0: off).", default=1.0)
     keep_all_seeds: bool = _doc("Keep every seed's best model under OUT/seeds/.", default=False)
     floors: bool = _doc(
@@ -446,6 +460,7 @@ def finetune(args: FinetuneArgs) -> dict[str, Any]:
     if not model_dir.is_dir():
         raise FileNotFoundError(f"{model_dir}: no such model directory")
     device = resolve_device(args.device)
+    gpu_defaults(device)
     cfg, raw_config = read_config(model_dir)
     num_layers = cfg.num_hidden_layers
     opts = args.data_options()
@@ -475,7 +490,7 @@ def finetune(args: FinetuneArgs) -> dict[str, Any]:
             "select_by": args.select_by,
             "main_metric": args.main_metric or spec.main_metric,
             "seeds": list(args.seeds),
-            "bf16": args.bf16,
+            "bf16": default_bf16(device) if args.bf16 is None else args.bf16,
         },
     )
     if recipe.max_length > cfg.max_position_embeddings:
@@ -710,6 +725,9 @@ def _save_replacing(model: nn.Module, target: Path, info: TaskInfo, tok_source: 
         shutil.rmtree(old)
 
 
+LOSS_READ_EVERY = 50  # training steps between reads of the running loss (a GPU sync)
+
+
 def train_seed(
     *,
     model_dir: Path,
@@ -769,23 +787,26 @@ def train_seed(
                         batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]
                     )
                 loss = family.loss(logits, batch)
-                if not torch.isfinite(loss):
-                    bar.close()
-                    raise RuntimeError(
-                        f"seed {seed}, epoch {epoch}, step {step}: the training loss is "
-                        f"{float(loss)}; lower --learning-rate, or drop --bf16"
-                    )
                 (loss * (len(part) / len(idx))).backward()
-                step_loss += float(loss.detach()) * len(part)
+                step_loss = step_loss + loss.detach().float() * len(part)  # on the device
             if recipe.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
             optimizer.step()
             scheduler.step()
             step += 1
-            running += step_loss
+            running = running + step_loss
             seen += len(idx)
             bar.update(1)
-            bar.set_postfix(loss=f"{running / seen:.4f}")
+            if step % LOSS_READ_EVERY == 0 or b == steps_per_epoch - 1:
+                mean = float(running) / seen  # the only host sync of the loop
+                if not math.isfinite(mean):
+                    bar.close()
+                    raise RuntimeError(
+                        f"seed {seed}, epoch {epoch}, by step {step}: the training loss is "
+                        f"{mean}; lower --learning-rate, or pass --no-bf16"
+                    )
+                bar.set_postfix(loss=f"{mean:.4f}")
+        running = float(running)
         bar.close()
         train_seconds = time.perf_counter() - t_epoch
         scores, dev_loss, _ = evaluate_prepared(
