@@ -403,9 +403,13 @@ def test_deterministic_mode_sets_cublas_kernels_and_math_attention(
 
 
 def test_fine_tuning_defaults_to_bf16_on_a_gpu_that_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from electra import precision
     from electra.finetune.run import default_bf16
 
-    assert default_bf16(torch.device("cpu")) is False
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
+    assert default_bf16(torch.device("cpu")) is False  # emulated bf16 is far slower
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: True)
+    assert default_bf16(torch.device("cpu")) is True
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     assert default_bf16(torch.device("cuda", 0)) is True
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)

@@ -75,8 +75,9 @@ class CompareCommand:
     )
     epochs: int = field(default=3, metadata={"doc": "Fine-tuning epochs."})
     max_length: int = field(default=64, metadata={"doc": "Fine-tuning max tokens."})
-    bf16: bool = field(
-        default=True, metadata={"doc": "Fine-tune under bf16 autocast (1.6x faster on CPU)."}
+    bf16: bool | None = field(
+        default=None,
+        metadata={"doc": "Fine-tune under bf16 autocast (default: where the CPU/GPU has it)."},
     )
     vocab_size: int = field(default=16000, metadata={"doc": "Vocabulary size when built here."})
     corpus_mb: float = field(

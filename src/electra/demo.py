@@ -15,8 +15,9 @@
    logistic-regression floor and the majority class, with the pre-training
    health verdict (``electra.health``).
 
-Both fine-tunings run under bf16 autocast (about 1.6x faster on CPU), which
-keeps the whole demo near 20 minutes on 2 cores with the random start added.
+Pre-training and both fine-tunings use bf16 autocast where the CPU has it
+natively (AVX512-BF16/AMX: about 1.6x faster) and fp32 elsewhere
+(``electra.precision``: emulated bf16 is ~80x slower on AVX2-only CPUs).
 
 Every stage shows progress and is reused when the demo is run again with the
 same options (delete the output directory to start over).
@@ -263,7 +264,7 @@ def finetune_nsmc(
             max_length=32 if cmd.smoke else 64,
             max_train_examples=200 if cmd.smoke else cmd.nsmc_train_examples,
             max_eval_examples=100 if cmd.smoke else cmd.nsmc_eval_examples,
-            bf16=True,
+            bf16=None,  # where native: emulated bf16 is ~80x slower on AVX2 CPUs
             floors_cache=str(floors_cache),
             progress=cmd.progress,
         )

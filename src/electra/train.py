@@ -58,6 +58,7 @@ from electra.config import (
 from electra.flops import paper_train_flops_per_step
 from electra.health import HealthProbe, most_frequent_token, verdict
 from electra.optim import adamw, linear_warmup_decay
+from electra.precision import autocast_for, resolve_precision
 from electra.pretraining import (
     ElectraForPretraining,
     ObjectiveConfig,
@@ -104,8 +105,12 @@ class RunConfig:
     output_dir: str = field(default="runs/pretrain", metadata={"doc": "Run directory."})
     seed: int = field(default=0, metadata={"doc": "Seed of data order, masking and dropout."})
     device: str = field(default="auto", metadata={"doc": "auto, cpu, cuda or cuda:N."})
-    precision: Literal["bf16", "fp32", "fp16"] = field(
-        default="bf16", metadata={"doc": "Autocast dtype (weights stay fp32)."}
+    precision: Literal["auto", "bf16", "fp32", "fp16"] = field(
+        default="auto",
+        metadata={
+            "doc": "Autocast dtype (weights stay fp32); auto: bf16 where the hardware has it "
+            "natively, else fp16 on a GPU and fp32 on a CPU (electra.precision)."
+        },
     )
     compile: bool = field(default=False, metadata={"doc": "torch.compile the encoders."})
     fsdp: bool = field(default=False, metadata={"doc": "Shard with FSDP2 instead of DDP."})
@@ -267,14 +272,6 @@ def set_deterministic() -> None:
     torch.backends.cuda.enable_math_sdp(True)
 
 
-def autocast_for(precision: str, device: torch.device):
-    """The autocast context of ``run.precision`` on ``device`` (none for fp32)."""
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device.type, dtype=dtype)
-
-
 def _all_reduce(x: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
     if dist.is_initialized():
         dist.all_reduce(x, op=op)
@@ -425,6 +422,7 @@ class Trainer:
         if cfg.run.deterministic:
             set_deterministic()
         self.env = env = setup_distributed(cfg.run.device)
+        cfg.run.precision = resolve_precision(cfg.run.precision, env.device)
         if cfg.run.threads > 0:
             torch.set_num_threads(cfg.run.threads)
         if not cfg.data.blocks:

@@ -83,6 +83,7 @@ from electra.finetune.tasks import (
     subsample,
 )
 from electra.hf import atomic_write_bytes, load_encoder, read_config
+from electra.precision import bf16_is_fast
 
 # ---------------------------------------------------------------------------
 # Small helpers
@@ -175,8 +176,9 @@ def glue_score_from_results(
 
 
 def default_bf16(device: torch.device) -> bool:
-    """bf16 autocast unless told otherwise: on a GPU with bf16 (Ampere or newer)."""
-    return device.type == "cuda" and torch.cuda.is_bf16_supported()
+    """bf16 autocast unless told otherwise: where the device multiplies bf16 natively
+    (Ampere or newer GPUs; CPUs with AVX512-BF16 or AMX), see ``electra.precision``."""
+    return bf16_is_fast(device)
 
 
 def gpu_defaults(device: torch.device) -> None:
@@ -365,7 +367,7 @@ class FinetuneArgs:
     max_eval_examples: int = _doc("Use at most N dev and test examples (0: all).", default=0)
     device: str = _doc("auto, cpu, cuda or cuda:N.", default="auto")
     bf16: bool | None = _doc(
-        "bfloat16 autocast (default: on a GPU that supports it, off on CPU).", default=None
+        "bfloat16 autocast (default: where the GPU or CPU has native bf16).", default=None
     )
     grad_clip: float = _doc("Gradient clipping max norm (0: off).", default=1.0)
     keep_all_seeds: bool = _doc("Keep every seed's best model under OUT/seeds/.", default=False)
