@@ -60,3 +60,37 @@ def test_demo_without_data_says_what_is_missing(
     code = main(["demo", "--data-dir", str(tmp_path / "nowhere"), "-o", str(tmp_path / "o")])
     assert code == 2
     assert "Korean data not found" in capsys.readouterr().err
+
+
+def test_finetuning_plan_fits_the_budget_and_is_reused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from electra import demo as demo_module
+
+    calls = []
+
+    def per_example(model_dir: Path) -> float:
+        calls.append(model_dir)
+        return 0.01  # 10 ms per training example, a third of that to evaluate one
+
+    monkeypatch.setattr(demo_module, "estimate_finetune_seconds", per_example)
+    plan = tmp_path / "plan.json"
+    cmd = DemoCommand(finetune_minutes=5, epochs=3, nsmc_eval_examples=3000)
+    planned = demo_module.plan_finetuning(cmd, tmp_path, plan)
+    # 300 s - 4 evaluations x 3000 x 10/3 ms = 260 s, over 3 epochs of 10 ms each
+    assert planned.nsmc_train_examples == 8666
+    assert planned.epochs == 3 and cmd.nsmc_train_examples == 12000  # the input is not changed
+    again = demo_module.plan_finetuning(cmd, tmp_path, plan)
+    assert again.nsmc_train_examples == 8666 and len(calls) == 1  # reused, not re-timed
+    # a fast machine is capped by the examples asked for; a slow one keeps a usable minimum
+    plan.unlink()
+    monkeypatch.setattr(demo_module, "estimate_finetune_seconds", lambda d: 1e-5)
+    assert demo_module.plan_finetuning(cmd, tmp_path, plan).nsmc_train_examples == 12000
+    plan.unlink()
+    monkeypatch.setattr(demo_module, "estimate_finetune_seconds", lambda d: 1.0)
+    assert demo_module.plan_finetuning(cmd, tmp_path, plan).nsmc_train_examples == 2000
+    assert demo_module.plan_finetuning(DemoCommand(smoke=True), tmp_path, plan).smoke
+    # another budget is planned anew, not read from the old plan
+    monkeypatch.setattr(demo_module, "estimate_finetune_seconds", lambda d: 0.01)
+    cmd10 = DemoCommand(finetune_minutes=10, epochs=3, nsmc_eval_examples=3000)
+    assert demo_module.plan_finetuning(cmd10, tmp_path, plan).nsmc_train_examples == 12000

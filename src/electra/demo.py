@@ -48,6 +48,13 @@ class DemoCommand:
         default=4000, metadata={"doc": "NSMC dev and test reviews used (0: all 6k each)."}
     )
     epochs: int = field(default=3, metadata={"doc": "NSMC fine-tuning epochs."})
+    finetune_minutes: float = field(
+        default=5.0,
+        metadata={
+            "doc": "Time budget of each NSMC fine-tuning: the training reviews used (at most "
+            "--nsmc-train-examples) are planned from a timed step on this machine (0: no cap)."
+        },
+    )
     seeds: list[int] = field(default_factory=lambda: [1], metadata={"doc": "Fine-tuning seeds."})
     smoke: bool = field(
         default=False, metadata={"doc": "A tiny version of every stage (about a minute)."}
@@ -204,6 +211,7 @@ def demo(cmd: DemoCommand) -> dict[str, Any]:
 
     t = _stage(4, "fine-tuning the discriminator on NSMC")
     discriminator = run_dir / "hf" / "discriminator"
+    cmd = plan_finetuning(cmd, discriminator, out / "finetune_plan.json")
     ft_dir = out / "nsmc"
     ft = finetune_nsmc(cmd, discriminator, ft_dir, data_dir, out / "floors")
     times["finetune_s"] = time.time() - t
@@ -241,6 +249,69 @@ def demo(cmd: DemoCommand) -> dict[str, Any]:
     (out / "demo.json").write_text(json.dumps(result, indent=2) + "\n")
     print_results(result)
     return result
+
+
+def estimate_finetune_seconds(model_dir: Path, length: int = 64, batch: int = 32) -> float:
+    """Seconds per training example of a fine-tuning step of ``model_dir``'s encoder
+    (batch x length random ids, the precision fine-tuning will use; nothing written)."""
+    import statistics
+
+    import torch
+
+    from electra.finetune.run import default_bf16
+    from electra.hf import load_encoder
+
+    encoder, _ = load_encoder(model_dir)
+    head = torch.nn.Linear(encoder.config.hidden_size, 2)
+    model = torch.nn.ModuleDict({"encoder": encoder, "head": head}).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    bf16 = default_bf16(torch.device("cpu"))
+    ids = torch.randint(5, encoder.config.vocab_size, (batch, length))
+    labels = torch.randint(0, 2, (batch,))
+    times = []
+    for i in range(3):
+        t = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = head(encoder(ids)[:, 0]).float()
+        torch.nn.functional.cross_entropy(logits, labels).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if i:
+            times.append(time.perf_counter() - t)
+    return statistics.median(times) / batch
+
+
+def plan_finetuning(cmd: DemoCommand, discriminator: Path, plan_path: Path) -> DemoCommand:
+    """``cmd`` with as many NSMC training reviews as fit ``cmd.finetune_minutes``.
+
+    Each fine-tuning trains ``epochs`` passes and evaluates dev after each and
+    test once (a forward pass costs about a third of a training step). Both
+    fine-tunings (pre-trained and random start) use the same plan, so they stay
+    comparable; the plan is saved so a re-run reuses the same split sizes.
+    """
+    import dataclasses
+
+    if cmd.smoke or cmd.finetune_minutes <= 0:
+        return cmd
+    key = [cmd.finetune_minutes, cmd.epochs, cmd.nsmc_train_examples, cmd.nsmc_eval_examples]
+    plan = json.loads(plan_path.read_text()) if plan_path.is_file() else {}
+    if plan.get("key") != key:
+        per_example = estimate_finetune_seconds(discriminator)
+        n_eval = cmd.nsmc_eval_examples or 6000
+        eval_s = (cmd.epochs + 1) * n_eval * per_example / 3
+        budget = cmd.finetune_minutes * 60 - eval_s
+        wanted = cmd.nsmc_train_examples or 18000
+        fits = int(budget / (cmd.epochs * per_example)) if budget > 0 else 0
+        n = max(2000, min(wanted, fits))
+        plan = {"key": key, "seconds_per_example": per_example, "train_examples": n}
+        plan_path.write_text(json.dumps(plan, indent=2) + "\n")
+    n = plan["train_examples"]
+    print(
+        f"fine-tuning plan: {n} training reviews x {cmd.epochs} epochs "
+        f"({1000 * plan['seconds_per_example']:.1f} ms per example, "
+        f"budget {cmd.finetune_minutes:g} min each)"
+    )
+    return dataclasses.replace(cmd, nsmc_train_examples=n)
 
 
 def finetune_nsmc(
