@@ -1,0 +1,238 @@
+"""Continued pre-training from Hugging Face directories (``pretrain --init-from``).
+
+A random ``transformers`` ELECTRA pair, saved offline with tokenizer files,
+is continued through our CLI: the first step's losses must equal the same
+step computed with the ``transformers`` modules on the same batch and
+randomness, which holds only if every weight was carried over exactly and
+the embeddings are shared as the official code shares them. Then the guards.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file
+
+transformers = pytest.importorskip("transformers")
+
+BATCH = 4
+SHAPE = dict(
+    embedding_size=32,
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=128,
+    max_position_embeddings=128,
+)
+GEN_SHAPE = dict(SHAPE, hidden_size=32, num_attention_heads=2, intermediate_size=64)
+NO_DROPOUT = ("model.hidden_dropout_prob=0.0", "model.attention_probs_dropout_prob=0.0")
+
+
+def _perturbed(model: torch.nn.Module, seed: int) -> torch.nn.Module:
+    """Non-trivial LayerNorms and biases, so a weight left at its init would show."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.1)
+    return model
+
+
+def save_pair(
+    root: Path, tok_dir: Path, vocab_size: int, shared: bool = True, **gen_changes
+) -> tuple[Path, Path]:
+    """A random ElectraForPreTraining + ElectraForMaskedLM pair as released checkpoints are."""
+    torch.manual_seed(0)
+    disc = _perturbed(
+        transformers.ElectraForPreTraining(
+            transformers.ElectraConfig(vocab_size=vocab_size, **SHAPE)
+        ),
+        1,
+    )
+    gen_cfg = transformers.ElectraConfig(vocab_size=vocab_size, **{**GEN_SHAPE, **gen_changes})
+    gen = _perturbed(transformers.ElectraForMaskedLM(gen_cfg), 2)
+    if shared:  # one embedding table, as the official code trains and releases them
+        gen.electra.embeddings = disc.electra.embeddings
+        gen.generator_lm_head.weight = disc.electra.embeddings.word_embeddings.weight
+    tokenizer = transformers.ElectraTokenizerFast.from_pretrained(str(tok_dir))
+    dirs = root / "discriminator", root / "generator"
+    for model, d in zip((disc, gen), dirs, strict=True):
+        model.save_pretrained(d)
+        tokenizer.save_pretrained(d)
+    return dirs
+
+
+@pytest.fixture(scope="module")
+def released(blocks: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The released pair, with the tokenizer of the session's Korean blocks."""
+    vocab = json.loads((blocks / "manifest.json").read_text())["vocab_size"]
+    return save_pair(tmp_path_factory.mktemp("released"), blocks.parent / "tok", vocab)
+
+
+@pytest.fixture(scope="module")
+def law_blocks(released, ko_law: Path, tmp_path_factory, cli) -> Path:
+    """Domain blocks (the Korean constitution) prepared with the checkpoint's directory."""
+    out = tmp_path_factory.mktemp("law") / "blocks"
+    args = ["prepare", str(ko_law), "--tokenizer", str(released[0]), "-o", str(out)]
+    r = cli(*args, "--max-length", "64", "--workers", "1", "--validation-fraction", "0.2")
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def continue_run(cli, out: Path, blocks: Path, *init: str, sets: tuple[str, ...] = ()):
+    sets = (
+        f"optim.batch_size={BATCH}",
+        "optim.warmup_steps=1",
+        'run.precision="fp32"',
+        "run.log_every=1",
+        "run.eval_every=2",
+        "run.eval_batches=1",
+        "run.tensorboard=false",
+        "run.progress=false",
+        *NO_DROPOUT,
+        *sets,
+    )
+    args = ["pretrain", "--config", "continue", *init, "--data", str(blocks), "-o", str(out)]
+    r = cli(*args, "--set", *sets)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def first_step(run: Path) -> dict[str, float]:
+    records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    return next(r for r in records if r["step"] == 1 and "loss" in r)
+
+
+def reference_first_step(disc_dir: Path, gen_dir: Path, blocks: Path) -> dict[str, float]:
+    """The first RTD step computed with ``transformers`` modules (same batch and randomness)."""
+    from electra.data import BlockLoader, open_blocks
+    from electra.pretraining import SampleRNG, mask_batch
+
+    train = open_blocks(blocks, "train")
+    loader = BlockLoader(train, BATCH, seed=0, rank=0, world_size=1, position=0)
+    batch = next(loader)
+    loader.close()
+    ids, mask, types = batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]
+    disc = transformers.ElectraForPreTraining.from_pretrained(disc_dir).eval()
+    gen = transformers.ElectraForMaskedLM.from_pretrained(gen_dir).eval()
+    gen.electra.embeddings = disc.electra.embeddings  # the official code's sharing
+    gen.generator_lm_head.weight = disc.electra.embeddings.word_embeddings.weight
+    rng = SampleRNG(SampleRNG.seeds_for(0, range(BATCH)))
+    m = mask_batch(ids, mask, train.special, 0.15, rng, style="electra", mask_token_prob=0.85)
+    with torch.no_grad():
+        logits = gen(m.input_ids, attention_mask=mask, token_type_ids=types).logits
+        logits = logits.reshape(-1, logits.shape[-1])[m.positions]
+        mlm = F.cross_entropy(logits, m.labels)
+        rows = m.is_masked.sum(-1).tolist()
+        u = torch.cat(
+            [
+                torch.rand(n, logits.shape[-1], generator=g)
+                for g, n in zip(rng.generators, rows, strict=True)
+            ]
+        )
+        sampled = (logits - torch.log(-torch.log(u))).argmax(-1)  # Gumbel-max
+        corrupted = ids.reshape(-1).index_copy(0, m.positions, sampled).reshape(ids.shape)
+        replaced = (corrupted != ids).float()
+        d = disc(corrupted, attention_mask=mask, token_type_ids=types).logits
+        bce = F.binary_cross_entropy_with_logits(d, replaced, reduction="none")
+        disc_loss = (bce * mask).sum() / mask.sum()
+    return {
+        "mlm_loss": mlm.item(),
+        "disc_loss": disc_loss.item(),
+        "loss": (mlm + 50 * disc_loss).item(),
+    }
+
+
+def assert_same_losses(ours: dict[str, float], ref: dict[str, float]) -> None:
+    for k in ("mlm_loss", "disc_loss", "loss"):
+        assert ours[k] == pytest.approx(ref[k], rel=1e-6), k  # fp32: measured <= 7e-8
+
+
+def sha256(path: Path) -> str:
+    from electra.checkpoint import sha256_file
+
+    return sha256_file(path)
+
+
+# -- the pair ------------------------------------------------------------------------------
+
+
+def test_pair_continues_exactly_and_exports(released, law_blocks, tmp_path: Path, cli) -> None:
+    disc_dir, gen_dir = released
+    run = tmp_path / "run"
+    r = continue_run(
+        cli,
+        run,
+        law_blocks,
+        "--init-from",
+        str(disc_dir),
+        "--init-generator",
+        str(gen_dir),
+        sets=("optim.max_steps=2",),
+    )
+    assert "continuing from" in r.stderr and "fresh generator" not in r.stderr
+    assert_same_losses(first_step(run), reference_first_step(disc_dir, gen_dir, law_blocks))
+
+    # The run counts from zero and records where it started.
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["step"] == 2 and summary["tokens"] == 2 * BATCH * 64
+    origin = summary["origin"]
+    assert origin["discriminator_sha256"] == sha256(disc_dir / "model.safetensors")
+    assert origin["generator_sha256"] == sha256(gen_dir / "model.safetensors")
+    assert json.loads((run / "config.json").read_text())["generator"]["hidden_size"] == 32
+
+    # The export loads back in transformers and is the trained model.
+    from electra.train import load_run_model
+
+    ours, _, _ = load_run_model(run)
+    hf_disc = transformers.ElectraForPreTraining.from_pretrained(run / "hf" / "discriminator")
+    hf_gen = transformers.ElectraForMaskedLM.from_pretrained(run / "hf" / "generator")
+    ids = torch.randint(5, 200, (2, 20), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.allclose(hf_disc.eval()(ids).logits, ours.discriminator.eval()(ids), atol=1e-5)
+        assert torch.allclose(hf_gen.eval()(ids).logits, ours.generator.eval()(ids), atol=1e-5)
+        trained = ours.discriminator.electra.embeddings.word_embeddings.weight
+        start = transformers.ElectraForPreTraining.from_pretrained(disc_dir)
+        assert not torch.equal(trained, start.electra.embeddings.word_embeddings.weight)
+
+    # Model cards: what, origin (by checksum), steps, tokens, FLOPs, scores.
+    card = (run / "hf" / "discriminator" / "README.md").read_text()
+    assert card.startswith("---\nlibrary_name: transformers")
+    assert origin["discriminator_sha256"] in card and origin["generator_sha256"] in card
+    assert f"tokens: {2 * BATCH * 64:,}" in card and "training FLOPs" in card
+    assert "generator accuracy at masked positions" in card
+    assert "ElectraForMaskedLM" in (run / "hf" / "generator" / "README.md").read_text()
+
+
+def test_discriminator_alone_gets_a_fresh_generator(released, law_blocks, tmp_path, cli) -> None:
+    disc_dir, _ = released
+    run = tmp_path / "run"
+    # Learning rate 0: the exported weights are the ones the first step ran with.
+    r = continue_run(
+        cli,
+        run,
+        law_blocks,
+        "--init-from",
+        str(disc_dir),
+        sets=("optim.max_steps=1", "optim.learning_rate=0.0"),
+    )
+    assert "fresh generator (hidden 16, 1 heads" in r.stderr
+    exported = load_file(str(run / "hf" / "discriminator" / "model.safetensors"))
+    original = load_file(str(disc_dir / "model.safetensors"))
+    assert exported.keys() <= original.keys()
+    assert all(torch.equal(exported[k], original[k]) for k in exported)
+    gen_cfg = json.loads((run / "hf" / "generator" / "config.json").read_text())
+    assert (gen_cfg["hidden_size"], gen_cfg["embedding_size"]) == (16, 32)
+    ref = reference_first_step(disc_dir, run / "hf" / "generator", law_blocks)
+    assert_same_losses(first_step(run), ref)
+    assert "with a fresh generator" in (run / "hf" / "discriminator" / "README.md").read_text()
+
+
+def test_prepare_accepts_the_checkpoint_directory(released, law_blocks, blocks) -> None:
+    """Blocks from the checkpoint's directory carry the same tokenizer hash as its source."""
+    ours = json.loads((law_blocks / "manifest.json").read_text())["tokenizer"]
+    theirs = json.loads((blocks / "manifest.json").read_text())["tokenizer"]
+    assert ours["source"] == str(released[0]) and ours["sha256"] == theirs["sha256"]
