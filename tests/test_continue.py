@@ -10,12 +10,16 @@ the embeddings are shared as the official code shares them. Then the guards.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
+
+from electra.config import ConfigError
+from electra.hf import CheckpointError
 
 transformers = pytest.importorskip("transformers")
 
@@ -42,17 +46,15 @@ def _perturbed(model: torch.nn.Module, seed: int) -> torch.nn.Module:
 
 
 def save_pair(
-    root: Path, tok_dir: Path, vocab_size: int, shared: bool = True, **gen_changes
+    root: Path, tok_dir: Path, vocab: int, shared: bool = True, **gen_changes
 ) -> tuple[Path, Path]:
     """A random ElectraForPreTraining + ElectraForMaskedLM pair as released checkpoints are."""
     torch.manual_seed(0)
     disc = _perturbed(
-        transformers.ElectraForPreTraining(
-            transformers.ElectraConfig(vocab_size=vocab_size, **SHAPE)
-        ),
+        transformers.ElectraForPreTraining(transformers.ElectraConfig(vocab_size=vocab, **SHAPE)),
         1,
     )
-    gen_cfg = transformers.ElectraConfig(vocab_size=vocab_size, **{**GEN_SHAPE, **gen_changes})
+    gen_cfg = transformers.ElectraConfig(**{"vocab_size": vocab, **GEN_SHAPE, **gen_changes})
     gen = _perturbed(transformers.ElectraForMaskedLM(gen_cfg), 2)
     if shared:  # one embedding table, as the official code trains and releases them
         gen.electra.embeddings = disc.electra.embeddings
@@ -236,3 +238,181 @@ def test_prepare_accepts_the_checkpoint_directory(released, law_blocks, blocks) 
     ours = json.loads((law_blocks / "manifest.json").read_text())["tokenizer"]
     theirs = json.loads((blocks / "manifest.json").read_text())["tokenizer"]
     assert ours["source"] == str(released[0]) and ours["sha256"] == theirs["sha256"]
+
+
+# -- guards --------------------------------------------------------------------------------
+
+
+def continue_config(blocks: Path, out: Path, disc: Path, gen: Path | None = None, *extra: str):
+    from electra.train import load_config
+
+    sets = [
+        f"data.blocks={json.dumps(str(blocks))}",
+        f"run.output_dir={json.dumps(str(out))}",
+        f"init.discriminator={json.dumps(str(disc))}",
+        f"optim.batch_size={BATCH}",
+        "optim.max_steps=1",
+        "run.progress=false",
+        "run.tensorboard=false",
+        "run.eval_every=0",
+        *extra,
+    ]
+    if gen is not None:
+        sets.append(f"init.generator={json.dumps(str(gen))}")
+    return load_config("continue", sets)
+
+
+def refusal(cfg) -> str:
+    """The error a continued run stops with, before any training step."""
+    from electra.train import Trainer
+
+    with pytest.raises((ConfigError, CheckpointError)) as info:
+        Trainer(cfg).fit()
+    assert not (Path(cfg.run.output_dir) / "metrics.jsonl").exists()
+    return str(info.value)
+
+
+def copy_dir(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_blocks_of_another_tokenizer_refuse_to_train(released, law_blocks, tmp_path, cli) -> None:
+    other = copy_dir(released[0], tmp_path / "other")
+    tok = json.loads((other / "tokenizer.json").read_text(encoding="utf-8"))
+    vocab = tok["model"]["vocab"]
+    a, b = (t for t, i in vocab.items() if i in (100, 101))
+    vocab[a], vocab[b] = vocab[b], vocab[a]  # the same tokens, two ids swapped
+    (other / "tokenizer.json").write_text(json.dumps(tok), encoding="utf-8")
+    r = cli(
+        "pretrain",
+        "--config",
+        "continue",
+        "--init-from",
+        str(other),
+        "--data",
+        str(law_blocks),
+        "-o",
+        str(tmp_path / "run"),
+    )
+    assert r.returncode == 2
+    # Names the blocks' manifest, the tokenizer they were made with, and the checkpoint.
+    assert str(law_blocks / "manifest.json") in r.stderr
+    assert f"prepared with tokenizer {released[0]} " in r.stderr
+    assert f"but {other} has another vocabulary" in r.stderr
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+@pytest.mark.parametrize("field,value", [("vocab_size", 999), ("embedding_size", 16)])
+def test_generator_must_share_the_embedding_table(
+    blocks, law_blocks, released, tmp_path, field: str, value: int
+) -> None:
+    vocab = json.loads((blocks / "manifest.json").read_text())["vocab_size"]
+    _, gen = save_pair(
+        tmp_path / "pair", blocks.parent / "tok", vocab, shared=False, **{field: value}
+    )
+    msg = refusal(continue_config(law_blocks, tmp_path / "run", released[0], gen))
+    assert msg.startswith(f"{gen / 'config.json'}: {field} = {value}, but the discriminator's")
+    assert str(released[0] / "config.json") in msg
+
+
+def test_a_directory_that_is_not_electra(law_blocks, released, tmp_path) -> None:
+    bert = tmp_path / "bert"
+    cfg = transformers.BertConfig(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+    )
+    transformers.BertForMaskedLM(cfg).save_pretrained(bert)
+    msg = refusal(continue_config(law_blocks, tmp_path / "run", bert))
+    assert msg == f"{bert / 'config.json'}: model_type 'bert' is not 'electra'"
+    # A generator given where the discriminator belongs.
+    msg = refusal(continue_config(law_blocks, tmp_path / "run", released[1]))
+    assert msg.startswith(f"{released[1] / 'config.json'}: architectures is ElectraForMaskedLM")
+
+
+def test_missing_weights_name_the_file_and_parameter(law_blocks, released, tmp_path) -> None:
+    disc, gen = released
+    no_file = copy_dir(disc, tmp_path / "no_file")
+    (no_file / "model.safetensors").unlink()
+    msg = refusal(continue_config(law_blocks, tmp_path / "run1", no_file))
+    assert msg.startswith(f"{no_file}: no weights file")
+
+    no_head = copy_dir(disc, tmp_path / "no_head")
+    state = load_file(str(no_head / "model.safetensors"))
+    del state["discriminator_predictions.dense.weight"]
+    save_file(state, str(no_head / "model.safetensors"), metadata={"format": "pt"})
+    msg = refusal(continue_config(law_blocks, tmp_path / "run2", no_head))
+    assert msg == (
+        f"{no_head / 'model.safetensors'}: missing parameter "
+        "'discriminator_predictions.dense.weight'"
+    )
+
+    bad_gen = copy_dir(gen, tmp_path / "bad_gen")
+    state = load_file(str(bad_gen / "model.safetensors"))
+    key = "electra.encoder.layer.1.output.dense.weight"
+    state[key] = state[key][:, :-1].contiguous()
+    save_file(state, str(bad_gen / "model.safetensors"), metadata={"format": "pt"})
+    msg = refusal(continue_config(law_blocks, tmp_path / "run3", disc, bad_gen))
+    assert msg.startswith(f"{bad_gen / 'model.safetensors'}: parameter '{key}' has shape")
+
+
+def test_shape_comes_from_the_checkpoint(law_blocks, released, tmp_path) -> None:
+    msg = refusal(
+        continue_config(
+            law_blocks, tmp_path / "run", released[0], None, "model.num_hidden_layers=4"
+        )
+    )
+    assert msg.startswith(f"model.num_hidden_layers = 4, but {released[0] / 'config.json'} has")
+    msg = refusal(
+        continue_config(
+            law_blocks, tmp_path / "run", released[0], None, 'objective.objective="mlm"'
+        )
+    )
+    assert "objective.objective = 'mlm'" in msg
+
+
+def test_unshared_generator_embeddings_are_replaced_and_said(
+    blocks, law_blocks, released, tmp_path, capsys
+) -> None:
+    from electra.train import Trainer
+
+    vocab = json.loads((blocks / "manifest.json").read_text())["vocab_size"]
+    _, gen = save_pair(tmp_path / "pair", blocks.parent / "tok", vocab, shared=False)
+    run = tmp_path / "run"
+    Trainer(continue_config(law_blocks, run, released[0], gen, "optim.learning_rate=0.0")).fit()
+    assert "differ from the discriminator's; both now use the discriminator's" in (
+        capsys.readouterr().err
+    )
+    exported = load_file(str(run / "hf" / "generator" / "model.safetensors"))
+    disc = load_file(str(released[0] / "model.safetensors"))
+    key = "electra.embeddings.word_embeddings.weight"
+    assert torch.equal(exported[key], disc[key])
+
+
+def test_resume_continues_the_checkpoint_not_the_release(
+    law_blocks, released, tmp_path, capsys
+) -> None:
+    from electra.train import Trainer
+
+    run = tmp_path / "run"
+    Trainer(continue_config(law_blocks, run, released[0], released[1])).fit()
+    capsys.readouterr()
+    summary = Trainer(
+        continue_config(law_blocks, run, released[0], released[1], "optim.max_steps=2"),
+        resume=True,
+    ).fit()
+    err = capsys.readouterr().err
+    assert "resuming from" in err and "continuing from" not in err
+    assert summary["step"] == 2 and summary["origin"]["generator"] == str(released[1].resolve())
+
+
+def test_continue_recipe() -> None:
+    from electra.train import load_config
+
+    cfg = load_config("continue")
+    assert cfg.model == {"preset": "small"}  # no shape of its own: it comes from --init-from
+    assert cfg.optim.learning_rate < load_config("small").optim.learning_rate
+    assert cfg.optim.warmup_steps < load_config("small").optim.warmup_steps
