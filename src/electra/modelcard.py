@@ -203,10 +203,61 @@ def model_card(kind: str, facts: dict[str, Any]) -> str:
     return "\n".join(body)
 
 
+def finetuned_card(architecture: str, info: dict[str, Any]) -> str:
+    """The README.md text of a fine-tuned model (``info``: its ``electra_task.json``)."""
+    scores = info.get("dev_scores") or {}
+    score_lines = [
+        f"| {k} | {v:.4f} |" for k, v in scores.items() if isinstance(v, int | float)
+    ] or ["| (none recorded) | |"]
+    labels = ", ".join(f"`{x}`" for x in info.get("labels", [])) or "none (regression or spans)"
+    recipe = info.get("recipe", {})
+    body = [
+        "---",
+        "library_name: transformers",
+        "tags:",
+        "- electra",
+        f"- {info['task']}",
+        "---",
+        "",
+        f"# ELECTRA fine-tuned on {info['task']} (`{architecture}`)",
+        "",
+        f"A {info['family']} model; labels: {labels}.",
+        "",
+        "## Origin",
+        "",
+        f"Fine-tuned from `{info.get('source_model', '?')}` (seed {info.get('seed')}, "
+        f"best epoch {info.get('best_epoch')} selected on dev by {info.get('main_metric')}).",
+        "",
+        "## Training",
+        "",
+        *[f"- {k}: {v}" for k, v in recipe.items() if not isinstance(v, dict | list)],
+        "",
+        "## Data",
+        "",
+        *[f"- {k}: {v}" for k, v in (info.get("data") or {}).items() if v not in (None, "")],
+        "",
+        "## Scores (dev)",
+        "",
+        "| metric | value |",
+        "|---|---|",
+        *score_lines,
+        "",
+        "Test scores, when measured, are in the run's `results.json`. Made with the `electra`"
+        " toolkit (`electra finetune`).",
+        "",
+    ]
+    return "\n".join(body)
+
+
 def write_model_card(directory: str | Path, kind: str, facts: dict[str, Any]) -> Path:
     """Write ``DIRECTORY/README.md`` atomically; returns its path."""
+    return write_card_text(directory, model_card(kind, facts))
+
+
+def write_card_text(directory: str | Path, text: str) -> Path:
+    """Write ``text`` as ``DIRECTORY/README.md`` atomically; returns its path."""
     from electra.hf import atomic_write_bytes
 
     path = Path(directory) / "README.md"
-    atomic_write_bytes(path, model_card(kind, facts).encode("utf-8"))
+    atomic_write_bytes(path, text.encode("utf-8"))
     return path
