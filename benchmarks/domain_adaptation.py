@@ -285,12 +285,12 @@ def main() -> None:
     p.add_argument("--out", default="runs/domain_adaptation")
     p.add_argument("--data-dir", default="")
     p.add_argument("--vocab-size", type=int, default=16000)
-    p.add_argument("--base-minutes", type=float, default=6.0)
+    p.add_argument("--base-minutes", type=float, default=8.0)
     p.add_argument("--minutes", type=float, default=10.0)
-    p.add_argument("--eval-blocks", type=int, default=512)
+    p.add_argument("--eval-blocks", type=int, default=256)
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--train-examples", type=int, default=3000)
+    p.add_argument("--train-examples", type=int, default=2000)
     p.add_argument("--eval-examples", type=int, default=1000)
     args = p.parse_args()
     t0 = time.time()
@@ -303,12 +303,18 @@ def main() -> None:
     reviews = domain_blocks(out, data, base)
     cont = continue_domain(out, base, reviews, args.minutes)
 
-    log("held-out generator accuracy and discriminator AUC")
-    models = {"base": load_pair(base / "hf"), "continued": load_pair(cont / "hf")}
-    intr = {
-        "reviews": intrinsic(models, reviews, args.eval_blocks),
-        "wiki": intrinsic(models, wiki, args.eval_blocks),
-    }
+    cache = out / "intrinsic.json"
+    if cache.is_file():
+        intr = json.loads(cache.read_text())
+    else:
+        log("held-out generator accuracy and discriminator AUC")
+        models = {"base": load_pair(base / "hf"), "continued": load_pair(cont / "hf")}
+        intr = {
+            "reviews": intrinsic(models, reviews, args.eval_blocks),
+            "wiki": intrinsic(models, wiki, args.eval_blocks),
+        }
+        cache.write_text(json.dumps(intr, indent=2) + "\n")
+        log(json.dumps(intr))
     log("NSMC fine-tuning")
     down = {
         name: test_accuracy(nsmc(run / "hf" / "discriminator", out / f"nsmc-{name}", data, args))

@@ -869,7 +869,7 @@ class PretrainCommand:
 
     config: str | None = field(
         default=None,
-        metadata={"doc": "TOML file or built-in name (small, base, large, cpu, tiny)."},
+        metadata={"doc": "TOML file or built-in name (small, base, large, cpu, tiny, continue)."},
     )
     set: list[str] = field(
         default_factory=list, metadata={"doc": "Overrides such as optim.learning_rate=3e-4."}
