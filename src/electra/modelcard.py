@@ -159,6 +159,8 @@ def _score_lines(summary: dict[str, Any]) -> list[str]:
 def model_card(kind: str, facts: dict[str, Any]) -> str:
     """The README.md text for an exported ``discriminator`` or ``generator`` directory."""
     arch, what = _KINDS[kind]
+    if facts["objective"] == "mlm":
+        what = "a masked-language model trained as BERT is (the MLM baseline of this toolkit)"
     shape = facts["model"] if kind == "discriminator" else facts["generator"] or facts["model"]
     s = facts["summary"]
     minutes = f", {s['elapsed_s'] / 60:.1f} minutes" if "elapsed_s" in s else ""

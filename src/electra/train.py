@@ -374,6 +374,10 @@ class Trainer:
         except (FileNotFoundError, ValueError, KeyError):
             val = None
         self.blocks_dir = Path(cfg.data.blocks)
+        if cfg.init.generator and not cfg.init.discriminator:
+            raise ConfigError(
+                "init.generator needs init.discriminator (the discriminator directory)"
+            )
         start = (
             plan_start(cfg.init, cfg.model, cfg.objective, train)
             if cfg.init.discriminator
@@ -742,8 +746,9 @@ class Trainer:
             "elapsed_s": time.time() - t0,
             "checkpoint": str(path) if path else None,
             **{k: last[k] for k in ("loss", "mlm_loss", "disc_loss") if k in last},
-            "origin": self.resolved.get("origin"),
         }
+        if self.resolved.get("origin"):
+            summary["origin"] = self.resolved["origin"]
         if stop_reason != "signal" and cfg.run.eval_every:
             summary.update(self.evaluate())
         if env.main and cfg.run.export and stop_reason != "signal":
