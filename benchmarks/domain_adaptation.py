@@ -83,11 +83,29 @@ def general_blocks(out: Path, data: Path, vocab_size: int) -> Path:
     return blocks
 
 
-def pretrain_base(out: Path, blocks: Path, minutes: float) -> Path:
+# A model a shared 2-core VM can train for a few hundred steps in minutes: ELECTRA-Small's
+# embedding width halved, 2 layers of 128 (1/16 of the `cpu` recipe's compute per token).
+SHAPE = (
+    "model.embedding_size=64",
+    "model.hidden_size=128",
+    "model.num_hidden_layers=2",
+    "model.num_attention_heads=2",
+    "model.intermediate_size=512",
+)
+
+
+def pretrain_base(out: Path, blocks: Path, minutes: float, args: argparse.Namespace) -> Path:
     run = out / "base"
     if not (run / "summary.json").is_file():
         log(f"base: {minutes} minutes of `cpu` pre-training on Korean Wikipedia")
-        sets = [f"run.max_minutes={minutes}", "run.progress=false", "run.eval_every=100000"]
+        sets = [
+            *(SHAPE if args.small else ()),
+            f"run.max_minutes={minutes}",
+            f'run.precision="{args.precision}"',
+            f"run.threads={args.threads}",
+            "run.progress=false",
+            "run.eval_every=100000",
+        ]
         cli("pretrain", "--config", "cpu", "--data", str(blocks), "-o", str(run), "--set", *sets)
     return run
 
@@ -123,7 +141,9 @@ def steps_per_minute(run: Path) -> float:
     return summary["step"] / (summary["elapsed_s"] / 60)
 
 
-def continue_domain(out: Path, base: Path, blocks: Path, minutes: float) -> Path:
+def continue_domain(
+    out: Path, base: Path, blocks: Path, minutes: float, args: argparse.Namespace
+) -> Path:
     run = out / "continued"
     if (run / "summary.json").is_file():
         return run
@@ -133,6 +153,8 @@ def continue_domain(out: Path, base: Path, blocks: Path, minutes: float) -> Path
         f"optim.max_steps={steps}",
         f"optim.warmup_steps={max(1, steps // 20)}",
         f"run.max_minutes={minutes * 1.2}",  # a safety net; the schedule ends first
+        f'run.precision="{args.precision}"',
+        f"run.threads={args.threads}",
         "run.progress=false",
         "run.eval_every=100000",
     ]
@@ -246,7 +268,7 @@ def nsmc(model: Path, out: Path, data: Path, args: argparse.Namespace) -> dict:
             epochs=args.epochs,
             max_train_examples=args.train_examples,
             max_eval_examples=args.eval_examples,
-            bf16=True,
+            bf16=args.precision == "bf16",
             progress=False,
         )
     )
@@ -288,6 +310,19 @@ def main() -> None:
     p.add_argument("--base-minutes", type=float, default=8.0)
     p.add_argument("--minutes", type=float, default=10.0)
     p.add_argument("--eval-blocks", type=int, default=256)
+    p.add_argument("--threads", type=int, default=1, help="CPU threads per training process")
+    p.add_argument(
+        "--small",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the 2-layer shape of SHAPE instead of the `cpu` recipe's 4 layers of 256",
+    )
+    p.add_argument(
+        "--precision",
+        choices=["fp32", "bf16"],
+        default="fp32",
+        help="bf16 only pays on CPUs with AVX512-BF16/AMX (or a GPU); AVX2 emulates it slowly",
+    )
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--train-examples", type=int, default=2000)
@@ -299,9 +334,9 @@ def main() -> None:
     data = Path(args.data_dir) if args.data_dir else default_data_dir()
 
     wiki = general_blocks(out, data, args.vocab_size)
-    base = pretrain_base(out, wiki, args.base_minutes)
+    base = pretrain_base(out, wiki, args.base_minutes, args)
     reviews = domain_blocks(out, data, base)
-    cont = continue_domain(out, base, reviews, args.minutes)
+    cont = continue_domain(out, base, reviews, args.minutes, args)
 
     cache = out / "intrinsic.json"
     if cache.is_file():

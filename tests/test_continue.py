@@ -416,3 +416,73 @@ def test_continue_recipe() -> None:
     assert cfg.model == {"preset": "small"}  # no shape of its own: it comes from --init-from
     assert cfg.optim.learning_rate < load_config("small").optim.learning_rate
     assert cfg.optim.warmup_steps < load_config("small").optim.warmup_steps
+
+
+# -- vocabulary extension ------------------------------------------------------------------
+
+
+def test_extended_vocabulary_starts_from_the_mean_of_the_pieces(
+    released, ko_law: Path, law_blocks, tmp_path: Path, cli
+) -> None:
+    from electra.tokenizer import load_tokenizer, vocab_list
+
+    disc, gen = released
+    out = tmp_path / "extended"
+    args = ["extend-vocab", str(disc), "--generator", str(gen), "-o", str(out)]
+    r = cli(*args, "--corpus", str(ko_law), "--add", "12", "--min-count", "3")
+    assert r.returncode == 0, r.stderr
+    added = (out / "added_tokens.txt").read_text(encoding="utf-8").split()
+    assert len(added) == 12
+    old_tok, new_tok = load_tokenizer(disc), load_tokenizer(out / "discriminator")
+    n = old_tok.get_vocab_size()
+    assert new_tok.get_vocab_size() == n + 12
+    assert vocab_list(new_tok)[:n] == vocab_list(old_tok)  # old ids do not move
+    for kind in ("discriminator", "generator"):
+        before = load_file(str(released[kind == "generator"] / "model.safetensors"))
+        after = load_file(str(out / kind / "model.safetensors"))
+        key = "electra.embeddings.word_embeddings.weight"
+        assert torch.equal(after[key][:n], before[key])
+        for i, word in enumerate(added):
+            pieces = old_tok.encode(word, add_special_tokens=False).ids
+            assert len(pieces) >= 2 and new_tok.encode(word, add_special_tokens=False).ids == [
+                n + i
+            ]
+            assert torch.allclose(after[key][n + i], before[key][pieces].mean(0))
+        if kind == "generator":
+            bias = "generator_lm_head.bias"
+            assert torch.allclose(
+                after[bias][n], before[bias][old_tok.encode(added[0]).ids[1:-1]].mean()
+            )
+
+    # transformers reads the extended directories.
+    hf = transformers.ElectraForMaskedLM.from_pretrained(out / "generator")
+    assert hf.config.vocab_size == n + 12 and hf.generator_lm_head.weight.shape[0] == n + 12
+    hf_tok = transformers.AutoTokenizer.from_pretrained(out / "discriminator")
+    assert hf_tok(added[0], add_special_tokens=False)["input_ids"] == [n]
+
+    # Blocks of the old vocabulary refuse; blocks of the new one train and export.
+    from electra.train import Trainer
+
+    ext_disc, ext_gen = out / "discriminator", out / "generator"
+    assert "another vocabulary" in refusal(
+        continue_config(law_blocks, tmp_path / "refused", ext_disc, ext_gen)
+    )
+    blocks = tmp_path / "blocks"
+    r = cli(
+        "prepare",
+        str(ko_law),
+        "--tokenizer",
+        str(ext_disc),
+        "-o",
+        str(blocks),
+        "--max-length",
+        "64",
+        "--workers",
+        "1",
+        "--validation-fraction",
+        "0.2",
+    )
+    assert r.returncode == 0, r.stderr
+    Trainer(continue_config(blocks, tmp_path / "run", ext_disc, ext_gen)).fit()
+    exported = transformers.ElectraForPreTraining.from_pretrained(tmp_path / "run/hf/discriminator")
+    assert exported.config.vocab_size == n + 12
