@@ -184,8 +184,15 @@ def check_tokenizer(model_dir: str, blocks: Any, vocab_size: int) -> str:
 
 def plan_start(
     init: InitConfig, model_fields: dict[str, Any], objective: ObjectiveConfig, blocks: Any
-) -> Start:
-    """Check the directories against each other and the blocks; read no weights yet."""
+) -> Start | None:
+    """Check the directories against each other and the blocks; read no weights yet.
+
+    None when the run starts from random weights (no ``init.discriminator``).
+    """
+    if not init.discriminator:
+        if init.generator:
+            raise ConfigError("init.generator needs init.discriminator (the discriminator)")
+        return None
     if objective.objective != "rtd":
         raise ConfigError(
             f"objective.objective = {objective.objective!r}: init.discriminator continues "

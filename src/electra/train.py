@@ -374,15 +374,7 @@ class Trainer:
         except (FileNotFoundError, ValueError, KeyError):
             val = None
         self.blocks_dir = Path(cfg.data.blocks)
-        if cfg.init.generator and not cfg.init.discriminator:
-            raise ConfigError(
-                "init.generator needs init.discriminator (the discriminator directory)"
-            )
-        start = (
-            plan_start(cfg.init, cfg.model, cfg.objective, train)
-            if cfg.init.discriminator
-            else None
-        )
+        start = plan_start(cfg.init, cfg.model, cfg.objective, train)  # None: random init
         model_cfg, gen_cfg, special = self._shapes(start, train)
         micro = self._micro_batch(env.world)
         out = Path(cfg.run.output_dir)
