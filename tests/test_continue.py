@@ -486,3 +486,17 @@ def test_extended_vocabulary_starts_from_the_mean_of_the_pieces(
     Trainer(continue_config(blocks, tmp_path / "run", ext_disc, ext_gen)).fit()
     exported = transformers.ElectraForPreTraining.from_pretrained(tmp_path / "run/hf/discriminator")
     assert exported.config.vocab_size == n + 12
+
+
+def test_extend_vocab_refuses_known_tokens_and_ambiguous_sources(released, tmp_path) -> None:
+    from electra.extend import ExtendVocabCommand, extend_vocab
+
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("[MASK]\n", encoding="utf-8")
+    cmd = ExtendVocabCommand(str(released[0]), str(tmp_path / "out"), tokens=str(tokens))
+    with pytest.raises(ConfigError, match=r"token '\[MASK\]' is already in the vocabulary"):
+        extend_vocab(cmd)
+    cmd = ExtendVocabCommand(str(released[0]), str(tmp_path / "out"))
+    with pytest.raises(ConfigError, match="either --tokens FILE or --corpus FILES"):
+        extend_vocab(cmd)
+    assert not (tmp_path / "out").exists()
