@@ -68,6 +68,7 @@ def card_facts(config: dict[str, Any], step: int, summary: dict[str, Any] | None
         "train_flops": step * per_step,
         "learning_rate": optim["learning_rate"],
         "warmup_steps": optim["warmup_steps"],
+        "max_steps": optim["max_steps"],
         "batch_size": optim["batch_size"],
         "block_length": length,
         "blocks": config["data"]["blocks"],
@@ -164,6 +165,9 @@ def model_card(kind: str, facts: dict[str, Any]) -> str:
     shape = facts["model"] if kind == "discriminator" else facts["generator"] or facts["model"]
     s = facts["summary"]
     minutes = f", {s['elapsed_s'] / 60:.1f} minutes" if "elapsed_s" in s else ""
+    stopped = (
+        f" (stopped by {s['stopped']})" if s.get("stopped", "max_steps") != "max_steps" else ""
+    )
     body = [
         _front_matter(kind),
         f"# ELECTRA {kind} (`{arch}`)",
@@ -177,11 +181,11 @@ def model_card(kind: str, facts: dict[str, Any]) -> str:
         "## Training",
         "",
         f"- objective: {facts['objective']}",
-        f"- steps: {facts['step']:,} of {facts['batch_size']} blocks{minutes}",
+        f"- steps: {facts['step']:,} of {facts['batch_size']} blocks{minutes}{stopped}",
         f"- tokens: {facts['tokens']:,}",
         f"- training FLOPs: {facts['train_flops']:.3g} (counted as the ELECTRA paper does)",
         f"- peak learning rate {facts['learning_rate']:g}, {facts['warmup_steps']} warm-up steps,"
-        " linear decay",
+        f" linear decay to zero at step {facts['max_steps']:,}",
         "",
         "## Data",
         "",
