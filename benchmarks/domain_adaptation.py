@@ -212,6 +212,7 @@ def intrinsic(models: dict[str, Any], blocks: Path, n_blocks: int, batch: int = 
     n = min(n_blocks, len(val))
     first = next(iter(models))
     acc = {k: [] for k in models}
+    mlm = {k: [] for k in models}
     own = {k: ([], []) for k in models}
     shared = {k: [] for k in models}
     shared_labels = []
@@ -231,6 +232,7 @@ def intrinsic(models: dict[str, Any], blocks: Path, n_blocks: int, batch: int = 
         for k, m in models.items():
             o = outs[k]
             acc[k].append(float(o.gen_accuracy))
+            mlm[k].append(float(o.mlm_loss))
             own[k][0].append(o.replaced[real])
             own[k][1].append(o.disc_logits[real])
             shared[k].append(m.discriminator(corrupted, mask, types)[real])
@@ -238,6 +240,7 @@ def intrinsic(models: dict[str, Any], blocks: Path, n_blocks: int, batch: int = 
     return {
         k: {
             "gen_accuracy": float(np.mean(acc[k])),
+            "mlm_loss": float(np.mean(mlm[k])),
             "disc_auc_own": float(
                 roc_auc_score(torch.cat(own[k][0]).numpy(), torch.cat(own[k][1]).numpy())
             ),
@@ -284,14 +287,16 @@ def test_accuracy(results: dict) -> dict:
 
 def markdown(r: dict) -> str:
     rows = [
-        "| model | text | generator acc. | disc. AUC (own generator) | disc. AUC (same corruption) |",
-        "|---|---|---|---|---|",
+        "| model | text | generator acc. | generator MLM loss | disc. AUC (own generator) "
+        "| disc. AUC (same corruption) |",
+        "|---|---|---|---|---|---|",
     ]
     for domain in ("reviews", "wiki"):
         for name in ("base", "continued"):
             m = r["intrinsic"][domain][name]
             rows.append(
-                f"| {name} | {domain} | {m['gen_accuracy']:.4f} | {m['disc_auc_own']:.4f} | "
+                f"| {name} | {domain} | {m['gen_accuracy']:.4f} | {m['mlm_loss']:.3f} | "
+                f"{m['disc_auc_own']:.4f} | "
                 f"{m['disc_auc_shared']:.4f} |"
             )
     rows += ["", "| model | NSMC test accuracy (median ± std over seeds) |", "|---|---|"]
