@@ -101,9 +101,8 @@ def read_discriminator_shape(model_dir: str, overrides: dict[str, Any]) -> Elect
     """The discriminator's config from ``config.json``, with the allowed ``model.*`` overrides."""
     config, raw = read_config(model_dir)
     path = Path(model_dir) / "config.json"
-    if "ElectraForMaskedLM" in _architectures(raw) and "ElectraForPreTraining" not in (
-        _architectures(raw)
-    ):
+    archs = _architectures(raw)
+    if "ElectraForMaskedLM" in archs and "ElectraForPreTraining" not in archs:
         raise CheckpointError(
             f"{path}: architectures is ElectraForMaskedLM, a generator; pass it with "
             "--init-generator and the discriminator (ElectraForPreTraining) with --init-from"
@@ -114,7 +113,9 @@ def read_discriminator_shape(model_dir: str, overrides: dict[str, Any]) -> Elect
         if key == "preset":
             continue
         if key not in fields:
-            raise ConfigError(f"model.{key}: unknown field; valid fields: {', '.join(fields)}")
+            raise ConfigError(
+                f"model.{key}: unknown field; valid fields: {', '.join(sorted(fields))}"
+            )
         if key in OVERRIDABLE:
             changes[key] = value
         elif value != getattr(config, key):
