@@ -82,6 +82,9 @@ def test_saved_directory_keeps_the_case_of_the_tokenizer(tmp_path: Path) -> None
     )
     cfg = json.loads((out / "tokenizer_config.json").read_text())
     assert cfg["do_lower_case"] is False
+    card = (out / "README.md").read_text()  # the Hugging Face model card
+    assert card.startswith("---\nlibrary_name: transformers")
+    assert "# ELECTRA fine-tuned on custom (`ElectraForQuestionAnswering`)" in card
     tok = transformers.AutoTokenizer.from_pretrained(out)
     ours = load_finetuned(out).tokenizer
     text = "Seoul 서울 ABC"

@@ -33,6 +33,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "tokenizer": ("electra.tokenizer", "train_tokenizer_cli", "Train a WordPiece vocabulary."),
     "prepare": ("electra.data", "prepare_cli", "Turn a raw corpus into packed training blocks."),
     "pretrain": ("electra.train", "pretrain_cli", "Pre-train with RTD (or MLM) over blocks."),
+    "extend-vocab": (
+        "electra.extend",
+        "extend_vocab_cli",
+        "Add domain tokens to a checkpoint's vocabulary.",
+    ),
     "export": ("electra.train", "export_cli", "Export a checkpoint as Hugging Face directories."),
     "finetune": ("electra.finetune.run", "finetune_cli", "Fine-tune on a downstream task."),
     "evaluate": ("electra.finetune.run", "evaluate_cli", "Evaluate a fine-tuned model."),

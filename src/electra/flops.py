@@ -108,13 +108,18 @@ def paper_train_flops_per_step(
     objective: str = "rtd",
     generator_size: float = 0.25,
     mask_prob: float = 0.15,
+    generator: ElectraConfig | None = None,
 ) -> float:
-    """Training FLOPs of one step, official methodology (training = 2 x forward)."""
+    """Training FLOPs of one step, official methodology (training = 2 x forward).
+
+    ``generator`` gives the generator's shape when it is not ``generator_size``
+    times the discriminator's (a released generator).
+    """
     frac = output_frac_for(mask_prob)
     if objective == "mlm":
         per_token = paper_forward_flops_per_token(disc, seq_len, "mlm", frac)
     else:
-        gen = generator_config(disc, generator_size)
+        gen = generator or generator_config(disc, generator_size)
         per_token = paper_forward_flops_per_token(disc, seq_len, "disc", frac)
         per_token += paper_forward_flops_per_token(gen, seq_len, "mlm", frac)
     return 2.0 * per_token * batch_size * seq_len

@@ -145,18 +145,25 @@ def load_into(
     source: str,
     prefix: str = "",
     allow_missing: Iterable[str] = (),
+    skip: Iterable[str] = (),
 ) -> list[str]:
     """Copy ``state[prefix + name]`` into every parameter/buffer of ``module``.
 
     Fails naming ``source`` and the parameter on a missing key or a shape
     mismatch. Keys in ``allow_missing`` (prefixes) may be absent (e.g. a new
-    task head). Returns the names left at their initial values.
+    task head); names under ``skip`` (prefixes) are not loaded at all (e.g.
+    tables shared with another model). Returns the names left at their
+    initial values.
     """
     own = module.state_dict()
     skipped = []
     allow = tuple(allow_missing)
+    skip = tuple(skip)
     with torch.no_grad():
         for name, target in own.items():
+            if skip and name.startswith(skip):
+                skipped.append(name)
+                continue
             key = prefix + name
             if key not in state:
                 if allow and name.startswith(allow):
@@ -178,6 +185,12 @@ def _weights_source(model_dir: Path) -> str:
         if (model_dir / name).is_file():
             return str(model_dir / name)
     return str(model_dir)
+
+
+def read_weights(model_dir: str | os.PathLike[str]) -> tuple[dict[str, Tensor], str]:
+    """The tensors of a model directory (keys under ``electra.``) and the file they came from."""
+    d = Path(model_dir)
+    return _normalise_keys(read_state_dict(d)), _weights_source(d)
 
 
 def load_discriminator(model_dir: str | os.PathLike[str]) -> ElectraDiscriminator:

@@ -387,13 +387,18 @@ class ElectraForPretraining(nn.Module):
     """Generator + discriminator (RTD) or a single MLM encoder (BERT baseline).
 
     For RTD the generator is built from the discriminator config scaled by
-    ``generator_size`` and shares the discriminator's embedding module (word,
-    position and token-type tables and their LayerNorm: the same ``Parameter``
-    objects). For MLM there is only ``generator``, at the full size.
+    ``generator_size`` (or from ``generator_cfg``, e.g. a released generator's
+    shape) and shares the discriminator's embedding module (word, position and
+    token-type tables and their LayerNorm: the same ``Parameter`` objects). For
+    MLM there is only ``generator``, at the full size.
     """
 
     def __init__(
-        self, config: ElectraConfig, objective: ObjectiveConfig, special: SpecialIds
+        self,
+        config: ElectraConfig,
+        objective: ObjectiveConfig,
+        special: SpecialIds,
+        generator_cfg: ElectraConfig | None = None,
     ) -> None:
         super().__init__()
         if special.vocab_size != config.vocab_size:
@@ -406,7 +411,7 @@ class ElectraForPretraining(nn.Module):
         self.special = special
         if objective.objective == "rtd":
             self.discriminator = ElectraDiscriminator(config)
-            gen_cfg = generator_config(config, objective.generator_size)
+            gen_cfg = generator_cfg or generator_config(config, objective.generator_size)
             self.generator = ElectraGenerator(
                 gen_cfg, embeddings=self.discriminator.electra.embeddings
             )

@@ -55,6 +55,7 @@ from electra.config import (
     preset,
     to_dict,
 )
+from electra.continued import InitConfig, Start, load_start_weights, plan_start
 from electra.flops import paper_train_flops_per_step
 from electra.health import HealthProbe, most_frequent_token, verdict
 from electra.optim import adamw, linear_warmup_decay
@@ -146,6 +147,7 @@ class PretrainConfig:
     """A whole pre-training run (one TOML file)."""
 
     model: dict[str, Any] = field(default_factory=lambda: {"preset": "small"})
+    init: InitConfig = field(default_factory=InitConfig)
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -433,14 +435,15 @@ class Trainer:
         except (FileNotFoundError, ValueError, KeyError):
             val = None
         self.blocks_dir = Path(cfg.data.blocks)
-        model_cfg = resolve_model(cfg, train.vocab_size, "config")
+        start = plan_start(cfg.init, cfg.model, cfg.objective, train)  # None: random init
+        model_cfg, gen_cfg, special = self._shapes(start, train)
         micro = self._micro_batch(env.world)
         out = Path(cfg.run.output_dir)
         self.out = out
-        resolved = self._resolved(model_cfg, train)
+        resolved = self._resolved(model_cfg, gen_cfg, special, train, start)
 
         torch.manual_seed(_mix_seed(cfg.run.seed, 0x1417))  # the same initial weights on every rank
-        model = ElectraForPretraining(model_cfg, cfg.objective, train.special).to(env.device)
+        model = ElectraForPretraining(model_cfg, cfg.objective, special, gen_cfg).to(env.device)
         step, position, planned = 0, 0, cfg.optim.max_steps
         state = None
         if self.resume:
@@ -458,6 +461,10 @@ class Trainer:
                 f"{out} already holds checkpoints; pass --resume to continue it or choose "
                 "another run.output_dir"
             )
+        if start is not None and state is None:
+            for note in load_start_weights(model, cfg.init):
+                if env.main:
+                    print(note, file=sys.stderr)
         wrapped = self._wrap(model, env)
         opt = adamw(
             parameter_groups(model, cfg.optim.weight_decay),
@@ -489,6 +496,7 @@ class Trainer:
             cfg.objective.objective,
             cfg.objective.generator_size,
             cfg.objective.mask_prob,
+            generator=gen_cfg,
         )
         if cfg.run.max_flops > 0:
             planned = min(planned, int(cfg.run.max_flops // flops_step))
@@ -515,14 +523,29 @@ class Trainer:
             )
         return o.batch_size // per
 
-    def _resolved(self, model_cfg: ElectraConfig, blocks) -> dict[str, Any]:
+    def _shapes(
+        self, start: Start | None, blocks
+    ) -> tuple[ElectraConfig, ElectraConfig | None, Any]:
+        """(discriminator, generator, special ids): from the checkpoint, or preset and blocks."""
+        if start is not None:
+            return start.discriminator, start.generator, start.special
+        model_cfg = resolve_model(self.cfg, blocks.vocab_size, "config")
+        gen_cfg = None
+        if self.cfg.objective.objective == "rtd":
+            gen_cfg = generator_config(model_cfg, self.cfg.objective.generator_size)
+        return model_cfg, gen_cfg, blocks.special
+
+    def _resolved(
+        self, model_cfg: ElectraConfig, gen_cfg, special, blocks, start: Start | None
+    ) -> dict[str, Any]:
         d = to_dict(self.cfg)
         d["model"] = to_dict(model_cfg)
-        d["model"]["preset"] = self.cfg.model.get("preset", "small")
-        if self.cfg.objective.objective == "rtd":
-            d["generator"] = to_dict(generator_config(model_cfg, self.cfg.objective.generator_size))
+        d["model"]["preset"] = None if start else self.cfg.model.get("preset", "small")
+        if gen_cfg is not None:
+            d["generator"] = to_dict(gen_cfg)
         d["data"]["block_length"] = blocks.block_length
-        d["data"]["special_ids"] = dataclasses.asdict(blocks.special)
+        d["data"]["special_ids"] = dataclasses.asdict(special)
+        d["origin"] = start.origin if start else None
         return d
 
     def _wrap(self, model: ElectraForPretraining, env: Dist) -> nn.Module:
@@ -832,11 +855,13 @@ class Trainer:
             "checkpoint": str(path) if path else None,
             **{k: last[k] for k in ("loss", "mlm_loss", "disc_loss") if k in last},
         }
+        if self.resolved.get("origin"):
+            summary["origin"] = self.resolved["origin"]
         if stop_reason != "signal" and cfg.run.eval_every:
             summary.update(self.evaluate())
             summary["verdict"] = verdict(summary)
         if env.main and cfg.run.export and stop_reason != "signal":
-            exported = export_run(path, self.out / "hf")
+            exported = export_run(path, self.out / "hf", summary)
             summary["exported"] = {k: str(v) for k, v in exported.items()}
         if env.main:
             (self.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -914,33 +939,56 @@ def load_run_model(
     )
     objective = from_dict(ObjectiveConfig, config["objective"], source)
     special = SpecialIds(**config["data"]["special_ids"])
-    model = ElectraForPretraining(model_cfg, objective, special)
+    gen_cfg = None
+    if config.get("generator"):  # its own shape when continued from a released generator
+        gen_cfg = from_dict(ElectraConfig, config["generator"], source)
+    model = ElectraForPretraining(model_cfg, objective, special, gen_cfg)
     ckpt.load_model_state(model, model_state, str(path / "model.safetensors"))
     return model, config, path
 
 
 def export_run(
-    checkpoint_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str]
+    checkpoint_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    summary: dict[str, Any] | None = None,
 ) -> dict[str, Path]:
     """HF directories ``OUT/discriminator`` (RTD) and ``OUT/generator`` from a checkpoint.
 
     ``checkpoint_dir`` may be a run directory, its ``checkpoints/`` or one
     ``step-N`` directory; the tokenizer files come from the blocks directory
-    the run was trained on.
+    the run was trained on. Each directory gets a model card (``README.md``);
+    ``summary`` (the run's, default ``RUN/summary.json`` when it describes
+    this checkpoint) adds time and validation scores to it.
     """
     from electra.hf import export_discriminator, export_generator
+    from electra.modelcard import card_facts, write_model_card
 
-    model, config, _ = load_run_model(checkpoint_dir)
+    model, config, path = load_run_model(checkpoint_dir)
     blocks = Path(config["data"]["blocks"])
     tok_dir = blocks if (blocks / "vocab.txt").is_file() else None
     out = Path(out_dir)
+    step = int(ckpt.verify(path)["step"])
+    if summary is None:
+        summary = _run_summary(path.parent.parent, step)
+    facts = card_facts(config, step, summary)
     done = {}
     if model.discriminator is not None:
         done["discriminator"] = export_discriminator(
             model.discriminator, out / "discriminator", tok_dir
         )
     done["generator"] = export_generator(model.generator, out / "generator", tok_dir)
+    for kind, directory in done.items():
+        write_model_card(directory, kind, facts)
     return done
+
+
+def _run_summary(run_dir: Path, step: int) -> dict[str, Any] | None:
+    """``RUN/summary.json`` if it is about the checkpoint of ``step``."""
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return summary if summary.get("step") == step else None
 
 
 # ---------------------------------------------------------------------------
@@ -954,7 +1002,7 @@ class PretrainCommand:
 
     config: str | None = field(
         default=None,
-        metadata={"doc": "TOML file or built-in name (small, base, large, cpu, tiny)."},
+        metadata={"doc": "TOML file or built-in name (small, base, large, cpu, tiny, continue)."},
     )
     set: list[str] = field(
         default_factory=list, metadata={"doc": "Overrides such as optim.learning_rate=3e-4."}
@@ -964,6 +1012,20 @@ class PretrainCommand:
         default=None, metadata={"doc": "Run directory (run.output_dir).", "short": "-o"}
     )
     objective: str | None = field(default=None, metadata={"doc": "rtd or mlm."})
+    init_from: str | None = field(
+        default=None,
+        metadata={
+            "doc": "Continue pre-training a Hugging Face ELECTRA discriminator directory "
+            "(init.discriminator); its config.json gives the shape."
+        },
+    )
+    init_generator: str | None = field(
+        default=None,
+        metadata={
+            "doc": "Its generator directory (init.generator); without it a fresh generator "
+            "of objective.generator_size is built."
+        },
+    )
     resume: bool = field(default=False, metadata={"doc": "Continue from the last checkpoint."})
 
 
@@ -971,6 +1033,8 @@ def pretrain_cli(cmd: PretrainCommand) -> int:
     """Pre-train over blocks from `electra prepare`; --resume continues a run exactly.
 
     Data parallel: torchrun --nproc_per_node N -m electra.cli pretrain ...
+    Continue a released ELECTRA on your domain:
+    electra pretrain --config continue --init-from DISC [--init-generator GEN] --data ...
     """
     overrides = list(cmd.set)
     if cmd.data:
@@ -979,6 +1043,12 @@ def pretrain_cli(cmd: PretrainCommand) -> int:
         overrides.append(f"run.output_dir={json.dumps(cmd.output)}")
     if cmd.objective:
         overrides.append(f"objective.objective={json.dumps(cmd.objective)}")
+    if cmd.init_from:
+        overrides.append(f"init.discriminator={json.dumps(cmd.init_from)}")
+    if cmd.init_generator:
+        if not cmd.init_from:
+            raise ConfigError("--init-generator needs --init-from (the discriminator directory)")
+        overrides.append(f"init.generator={json.dumps(cmd.init_generator)}")
     cfg = load_config(cmd.config, overrides)
     summary = Trainer(cfg, resume=cmd.resume).fit()
     if dist.is_initialized():

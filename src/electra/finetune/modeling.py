@@ -42,6 +42,7 @@ from electra.hf import (
     unique_state_dict,
 )
 from electra.model import ElectraModel
+from electra.modelcard import finetuned_card, write_card_text
 
 FAMILIES: dict[str, Family] = {
     "classification": CLASSIFICATION,
@@ -168,6 +169,7 @@ def save_finetuned(
     copy_tokenizer(tokenizer_source, out)
     body = json.dumps(dataclasses.asdict(info), indent=2, ensure_ascii=False) + "\n"
     atomic_write_bytes(out / TASK_FILE, body.encode("utf-8"))
+    write_card_text(out, finetuned_card(family.architecture, dataclasses.asdict(info)))
     return out
 
 
