@@ -1,6 +1,7 @@
 # Two entry points a newcomer needs (see README.md):
 #   make demo   the main job end to end (vocabulary -> blocks -> pre-training -> NSMC)
-#   make test   lint + the test suite
+#   make test   lint + the test suite (what CI runs)
+#   make test-fast  lint + everything but the end-to-end, torchrun and long learning tests
 # Both create ./.venv with pinned CPU torch on first use.
 
 PYTHON ?= python3
@@ -9,7 +10,7 @@ PY     := $(VENV)/bin/python
 DATA_DIR ?= ../shared/data
 DEMO_ARGS ?=
 
-.PHONY: install demo test lint format clean
+.PHONY: install demo test test-fast lint format clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +31,9 @@ lint: install
 
 test: lint
 	$(PY) -m pytest
+
+test-fast: lint
+	$(PY) -m pytest -m "not slow"
 
 format: install
 	$(VENV)/bin/ruff format src tests benchmarks

@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from electra.compare import CompareCommand, arm_run_dir, compare
+
+pytestmark = pytest.mark.slow  # end-to-end: left out of `make test-fast`
 
 
 def test_compare_at_a_tiny_budget(blocks: Path, data_dir: Path, tmp_path: Path) -> None:

@@ -162,6 +162,7 @@ def sha256(path: Path) -> str:
 # -- the pair ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_pair_continues_exactly_and_exports(released, law_blocks, tmp_path: Path, cli) -> None:
     disc_dir, gen_dir = released
     run = tmp_path / "run"
@@ -209,6 +210,7 @@ def test_pair_continues_exactly_and_exports(released, law_blocks, tmp_path: Path
     assert "ElectraForMaskedLM" in (run / "hf" / "generator" / "README.md").read_text()
 
 
+@pytest.mark.slow
 def test_discriminator_alone_gets_a_fresh_generator(released, law_blocks, tmp_path, cli) -> None:
     disc_dir, _ = released
     run = tmp_path / "run"
@@ -277,6 +279,7 @@ def copy_dir(src: Path, dst: Path) -> Path:
     return dst
 
 
+@pytest.mark.slow
 def test_blocks_of_another_tokenizer_refuse_to_train(released, law_blocks, tmp_path, cli) -> None:
     other = copy_dir(released[0], tmp_path / "other")
     tok = json.loads((other / "tokenizer.json").read_text(encoding="utf-8"))
@@ -421,6 +424,7 @@ def test_continue_recipe() -> None:
 # -- vocabulary extension ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_extended_vocabulary_starts_from_the_mean_of_the_pieces(
     released, ko_law: Path, law_blocks, tmp_path: Path, cli
 ) -> None:

@@ -11,6 +11,7 @@ from electra.cli import main
 from electra.demo import DemoCommand, demo
 
 
+@pytest.mark.slow
 def test_demo_smoke_runs_every_stage_and_reuses_them(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

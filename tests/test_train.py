@@ -185,6 +185,7 @@ def _pretrain_args(blocks: Path, run: Path, *extra: str) -> list[str]:
     )
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_gives_identical_losses(blocks: Path, tmp_path: Path) -> None:
     ref, killed = tmp_path / "ref", tmp_path / "killed"
     subprocess.run(_pretrain_args(blocks, ref, "run.save_every=7"), env=env(), check=True)
@@ -202,6 +203,7 @@ def test_sigkill_then_resume_gives_identical_losses(blocks: Path, tmp_path: Path
     assert all(got[s] == want[s] for s in want), "resumed run diverged"
 
 
+@pytest.mark.slow
 def test_sigterm_writes_a_loadable_checkpoint(blocks: Path, tmp_path: Path) -> None:
     run = tmp_path / "term"
     proc = subprocess.Popen(
@@ -240,6 +242,7 @@ def test_truncated_checkpoint_is_detected_and_the_previous_used(
     assert summary["step"] == 8
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["ddp", "fsdp"])
 def test_two_processes_match_one_and_only_rank0_writes(
     blocks: Path, tmp_path: Path, engine: str
@@ -267,6 +270,7 @@ def test_two_processes_match_one_and_only_rank0_writes(
     assert not list(two.glob("**/.tmp-*"))
 
 
+@pytest.mark.slow
 def test_resume_under_another_world_size(blocks: Path, tmp_path: Path) -> None:
     run = tmp_path / "ws"
     subprocess.run(
@@ -279,6 +283,7 @@ def test_resume_under_another_world_size(blocks: Path, tmp_path: Path) -> None:
     assert torch.isfinite(torch.tensor(list(losses(run).values()))).all()
 
 
+@pytest.mark.slow
 def test_pretraining_on_korean_text_learns_to_detect_replacements(
     blocks: Path, tmp_path: Path
 ) -> None:
@@ -318,6 +323,7 @@ def test_pretraining_on_korean_text_learns_to_detect_replacements(
     assert auc > 0.53, f"replaced-token detection at chance (AUC {auc:.3f})"
 
 
+@pytest.mark.slow
 def test_time_budget_stops_with_a_checkpoint(blocks: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     cfg = tiny(blocks, run, "optim.max_steps=50", "run.max_minutes=1e-9", "run.eval_every=0")
