@@ -17,7 +17,8 @@ from pretrain_fixtures import tiny_config
 
 from electra import checkpoint as ckpt
 from electra.config import ConfigError
-from electra.train import Trainer, load_config, lr_factor, parameter_groups
+from electra.optim import linear_warmup_decay
+from electra.train import Trainer, load_config, parameter_groups
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -52,10 +53,10 @@ def env(**extra: str) -> dict[str, str]:
 
 
 def test_schedule_warms_up_then_decays_linearly() -> None:
-    assert lr_factor(0, 10, 110) == pytest.approx(0.1)
-    assert lr_factor(9, 10, 110) == pytest.approx(1.0)
-    assert lr_factor(60, 10, 110) == pytest.approx(0.5)
-    assert lr_factor(110, 10, 110) == 0.0
+    assert linear_warmup_decay(0, 10, 110) == pytest.approx(0.1)
+    assert linear_warmup_decay(9, 10, 110) == pytest.approx(1.0)
+    assert linear_warmup_decay(60, 10, 110) == pytest.approx(0.5)
+    assert linear_warmup_decay(110, 10, 110) == 0.0
 
 
 def test_no_weight_decay_on_layernorm_and_biases() -> None:

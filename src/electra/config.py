@@ -77,13 +77,9 @@ class PaperRecipe:
     max_seq_length: int
 
 
-def _paper_model(**kw: Any) -> ElectraConfig:
-    return ElectraConfig(**kw)
-
-
 PRESETS: dict[str, PaperRecipe] = {
     "small": PaperRecipe(
-        model=_paper_model(
+        model=ElectraConfig(
             embedding_size=128,
             hidden_size=256,
             num_hidden_layers=12,
@@ -98,7 +94,7 @@ PRESETS: dict[str, PaperRecipe] = {
         max_seq_length=128,
     ),
     "base": PaperRecipe(
-        model=_paper_model(
+        model=ElectraConfig(
             embedding_size=768,
             hidden_size=768,
             num_hidden_layers=12,
@@ -113,7 +109,7 @@ PRESETS: dict[str, PaperRecipe] = {
         max_seq_length=512,
     ),
     "large": PaperRecipe(
-        model=_paper_model(
+        model=ElectraConfig(
             embedding_size=1024,
             hidden_size=1024,
             num_hidden_layers=24,
@@ -129,7 +125,7 @@ PRESETS: dict[str, PaperRecipe] = {
     ),
     # Not in the paper: a model small enough for unit tests and smoke runs.
     "tiny": PaperRecipe(
-        model=_paper_model(
+        model=ElectraConfig(
             vocab_size=1000,
             embedding_size=32,
             hidden_size=64,

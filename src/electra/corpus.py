@@ -74,7 +74,6 @@ from typing import Any, BinaryIO, Literal
 log = logging.getLogger("electra")
 
 FORMATS = ("auto", "text", "jsonl", "wiki", "nsmc")
-Format = Literal["auto", "text", "jsonl", "wiki", "nsmc"]
 OnError = Literal["skip", "fail"]
 
 READ_BLOCK = 1 << 20

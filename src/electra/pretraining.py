@@ -29,7 +29,6 @@ whose state the training loop checkpoints.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Union
@@ -513,10 +512,3 @@ class ElectraForPretraining(nn.Module):
         if keep_tensors:
             out.corrupted_ids, out.replaced, out.disc_logits = corrupted, replaced, disc_logits
         return out
-
-
-def build_pretraining_model(
-    config: ElectraConfig, objective: ObjectiveConfig, special: SpecialIds
-) -> ElectraForPretraining:
-    """Convenience constructor with the config copied (callers may mutate theirs)."""
-    return ElectraForPretraining(dataclasses.replace(config), objective, special)

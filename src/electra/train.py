@@ -299,9 +299,6 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, An
     ]
 
 
-lr_factor = linear_warmup_decay  # the schedule, by its old name
-
-
 # ---------------------------------------------------------------------------
 # The run
 # ---------------------------------------------------------------------------
@@ -658,7 +655,7 @@ class Trainer:
 
     def _set_lr(self, step: int) -> float:
         o = self.cfg.optim
-        lr = o.learning_rate * lr_factor(step, o.warmup_steps, self.planned)
+        lr = o.learning_rate * linear_warmup_decay(step, o.warmup_steps, self.planned)
         for g in self.opt.param_groups:
             g["lr"] = lr
         return lr
@@ -1087,7 +1084,6 @@ __all__ = [
     "DataConfig",
     "Trainer",
     "load_config",
-    "lr_factor",
     "parameter_groups",
     "export_run",
 ]

@@ -1005,13 +1005,6 @@ def glue_average(
     }
 
 
-def describe_tasks() -> list[dict[str, Any]]:
-    return [
-        {"name": s.name, "family": s.family, "main_metric": s.main_metric, "about": s.description}
-        for s in TASKS.values()
-    ]
-
-
 __all__ = [
     "DataOptions",
     "TaskData",
