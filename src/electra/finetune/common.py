@@ -11,14 +11,15 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import torch
 from tokenizers import Tokenizer
-from torch import Tensor, nn
 
-from electra.model import ElectraModel
+if TYPE_CHECKING:  # torch stays out of imports so the ONNX runtime can use this module
+    import numpy as np
+    from torch import Tensor, nn
+
+    from electra.model import ElectraModel
 
 
 class DatasetError(ValueError):
@@ -155,6 +156,8 @@ def check_bert_template(tok: Tokenizer, cls_id: int, sep_id: int) -> None:
 
 def pad_stack(rows: Sequence[Sequence[int]], value: int) -> Tensor:
     """Right-pad integer rows to the longest and stack: (B, L)."""
+    import torch
+
     width = max(len(r) for r in rows)
     out = torch.full((len(rows), width), value, dtype=torch.long)
     for i, r in enumerate(rows):
