@@ -39,7 +39,13 @@ from typing import Any
 import numpy as np
 
 from electra.finetune import features as F
-from electra.finetune.common import FeatureSettings, QAExample, TaggingExample, TextExample
+from electra.finetune.common import (
+    FeatureSettings,
+    QAExample,
+    TaggingExample,
+    TextExample,
+    prepared_tokenizer,
+)
 
 MANIFEST = "electra_onnx.json"
 TASK_FILE = "electra_task.json"
@@ -167,7 +173,10 @@ class OnnxModel:
         self.file = choose_file(self.path, self.manifest, precision)
         self.precision = next(k for k, v in FILES.items() if v == self.file.name)
         self.session = make_session(self.file, threads, providers)
-        self.tokenizer = load_tokenizer(self.path)
+        # prepared once: truncation as in fine-tuning (QA windows its contexts itself)
+        self.tokenizer = prepared_tokenizer(
+            load_tokenizer(self.path), None if self.family == "qa" else self.max_length
+        )
         self.pad_id = special_id_map(self.tokenizer)["pad"]
         self.last_truncated = 0
 
@@ -277,8 +286,6 @@ class OnnxModel:
         """Hidden states ``(tokens, hidden)`` per text, from an encoder export."""
         if self.info is not None:
             raise ExportedModelError(f"{self.path}: a task model; encode() needs an encoder export")
-        from electra.finetune.common import prepared_tokenizer
-
         tok = prepared_tokenizer(self.tokenizer, self.max_length)
         encs = tok.encode_batch(list(texts))
         self.last_truncated = sum(1 for e in encs if e.overflowing)

@@ -134,7 +134,13 @@ class FeatureSettings:
 
 
 def prepared_tokenizer(tok: Tokenizer, max_length: int | None) -> Tokenizer:
-    """A copy of ``tok`` without padding and with ``longest_first`` truncation (or none)."""
+    """A copy of ``tok`` without padding and with ``longest_first`` truncation (or none).
+
+    ``tok`` itself when it is already so (copying a large vocabulary costs
+    more than encoding one sentence, so predictors prepare theirs once).
+    """
+    if tok.padding is None and _truncation_is(tok, max_length):
+        return tok
     copy = Tokenizer.from_str(tok.to_str())
     copy.no_padding()
     if max_length is None:
@@ -142,6 +148,18 @@ def prepared_tokenizer(tok: Tokenizer, max_length: int | None) -> Tokenizer:
     else:
         copy.enable_truncation(max_length, strategy="longest_first")
     return copy
+
+
+def _truncation_is(tok: Tokenizer, max_length: int | None) -> bool:
+    t = tok.truncation
+    if max_length is None:
+        return t is None
+    return t is not None and (t["max_length"], t["strategy"], t["stride"], t["direction"]) == (
+        max_length,
+        "longest_first",
+        0,
+        "right",
+    )
 
 
 def check_bert_template(tok: Tokenizer, cls_id: int, sep_id: int) -> None:

@@ -60,7 +60,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from electra.finetune.common import Family, FeatureSettings, TaggingExample
+from electra.finetune.common import Family, FeatureSettings, TaggingExample, prepared_tokenizer
 from electra.finetune.modeling import (
     Finetuned,
     TaskInfo,
@@ -976,6 +976,8 @@ class TorchPredictor:
         self.device = resolve_device(device)
         self.ft = load_finetuned(model_dir, self.device)
         self.info = self.ft.info
+        max_length = None if self.info.family == "qa" else self.info.settings.max_length
+        self.ft.tokenizer = prepared_tokenizer(self.ft.tokenizer, max_length)  # once, not per call
         self.pad = special_ids(self.ft.tokenizer).pad
         self.bf16, self.progress = bf16, progress
         self.precision = "bf16" if bf16 else "fp32"
