@@ -186,6 +186,19 @@ def test_python_api_predict_and_truncation_count(exported: dict) -> None:
     assert tagged[0]["tokens"] == ["we", "went", "to", "paris"] and len(tagged[0]["tags"]) == 4
 
 
+def test_fp16_export_runs_close_to_fp32(exported: dict, tmp_path: Path) -> None:
+    model_dir, onnx_dir = exported["classification"]
+    manifest = export_onnx(model_dir, tmp_path / "fp16", quantize="fp16")
+    assert manifest["default"] == "fp16" and manifest["max_abs_diff_vs_pytorch"]["fp16"] < 1e-2
+    assert manifest["files"]["fp16"]["bytes"] < 0.7 * manifest["files"]["fp32"]["bytes"]
+    texts = ["a good movie", LONG]
+    half = OnnxModel.load(tmp_path / "fp16").predict(texts)
+    full = OnnxModel.load(onnx_dir, precision="fp32").predict(texts)
+    for h, f in zip(half, full, strict=True):
+        for k, p in f["probabilities"].items():
+            assert h["probabilities"][k] == pytest.approx(p, abs=1e-2)
+
+
 BLOCK_TORCH = """
 import importlib.abc, sys
 class Block(importlib.abc.MetaPathFinder):

@@ -172,6 +172,8 @@ class OnnxModel:
         self.info = read_model_info(self.path, self.manifest)
         self.file = choose_file(self.path, self.manifest, precision)
         self.precision = next(k for k, v in FILES.items() if v == self.file.name)
+        if providers is None and self.precision == "fp16":
+            providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]  # CUDA when present
         self.session = make_session(self.file, threads, providers)
         # prepared once: truncation as in fine-tuning (QA windows its contexts itself)
         self.tokenizer = prepared_tokenizer(
