@@ -258,7 +258,7 @@ def test_bad_inputs_have_clear_messages(exported: dict, tmp_path: Path) -> None:
     assert p.returncode == 2 and "task head" in p.stderr
     # --onnx on something that is not a model directory
     p = run_cli("export", str(tmp_path), "--onnx", "-o", str(tmp_path / "x"))
-    assert p.returncode == 2 and "no config.json" in p.stderr
+    assert p.returncode == 2 and "no model config.json" in p.stderr
     # bytes that are not UTF-8: the file and the line
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"fine line\nalso fine\nbroken \xff\xfe here\n")
@@ -293,3 +293,15 @@ def test_entity_chunks_match_seqeval() -> None:
     for _ in range(300):
         seq = [tags[k] for k in rng.integers(0, len(tags), size=int(rng.integers(1, 12)))]
         assert chunks(seq) == seqeval.get_entities(seq), seq
+
+
+def test_export_of_a_run_is_unchanged_and_onnx_of_a_run_explains(
+    tiny_run: Path, tmp_path: Path
+) -> None:
+    """`electra export RUN` still writes Hugging Face directories; `--onnx RUN` says what to do."""
+    out = tmp_path / "hf"
+    assert main(["export", str(tiny_run), "-o", str(out)]) == 0
+    assert (out / "discriminator" / "config.json").is_file()
+    assert (out / "generator" / "config.json").is_file()
+    p = run_cli("export", str(tiny_run), "--onnx", "-o", str(tmp_path / "x"))
+    assert p.returncode == 2 and "hf/discriminator" in p.stderr

@@ -16,6 +16,7 @@ What is exported depends on what ``SOURCE`` is:
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,13 +55,13 @@ def export_cli(args: ExportArgs) -> int:
       electra export runs/small/hf/discriminator --onnx -o onnx/encoder
     """
     src = Path(args.source)
-    is_model = (src / "config.json").is_file()
+    is_model = is_model_dir(src)
     if args.quantize != "none" and not args.onnx:
         raise ValueError("--quantize needs --onnx")
     if args.onnx:
         from electra.onnx_export import check_model_dir, export_onnx
 
-        check_model_dir(src)
+        check_model_dir(src, is_model)
         if not args.output:
             raise ValueError("--onnx needs an output directory (-o OUT)")
         manifest = export_onnx(src, args.output, quantize=args.quantize, opset=args.opset)
@@ -75,6 +76,15 @@ def export_cli(args: ExportArgs) -> int:
     from electra.train import export_cli as export_run_cli
 
     return export_run_cli(ExportCommand(run=args.source, output=args.output))
+
+
+def is_model_dir(path: Path) -> bool:
+    """A model's ``config.json`` (``model_type``/``architectures``), not a run's resolved config."""
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and ("model_type" in config or "architectures" in config)
 
 
 def copy_model_dir(src: Path, out: Path) -> Path:

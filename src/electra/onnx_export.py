@@ -290,11 +290,11 @@ def _manifest(
     }
 
 
-def check_model_dir(path: Path) -> None:
+def check_model_dir(path: Path, is_model: bool) -> None:
     """A clear error for a directory that is not a model (e.g. a run directory)."""
-    if not (path / "config.json").is_file():
+    if not is_model:
         raise CheckpointError(
-            f"{path}: no config.json; --onnx exports a model directory (a fine-tuned model such "
+            f"{path}: no model config.json; --onnx exports a model directory (a fine-tuned model such "
             "as finetuned/nsmc/model, or an encoder such as RUN/hf/discriminator). For a "
             "pre-training run, run `electra export RUN` first and export RUN/hf/discriminator"
         )
