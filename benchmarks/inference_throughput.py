@@ -128,7 +128,8 @@ class Ours(Backend):
 
     def predict_all(self, texts):
         examples = [TextExample(t) for t in texts]
-        return [int(np.argmax(p)) for p in self.predictor.predict_examples(examples, BATCH)]
+        self.probabilities = np.stack(self.predictor.predict_examples(examples, BATCH))
+        return [int(k) for k in self.probabilities.argmax(-1)]
 
     def predict_one(self, text):
         return self.predictor.predict_examples([TextExample(text)], 1)
@@ -250,10 +251,13 @@ def main(argv: list[str] | None = None) -> None:
     texts = [e.text for e in examples]
     gold = [index[e.label] for e in examples]
     lat_texts = texts[: args.latency_examples]
-    rows = [
-        measure(b, texts, gold, lat_texts)
-        for b in make_backends(model_dir, onnx_dir, args.threads, args.backends)
-    ]
+    backends = make_backends(model_dir, onnx_dir, args.threads, args.backends)
+    rows = [measure(b, texts, gold, lat_texts) for b in backends]
+    fp32 = next((b for b in backends if b.name == "ours PyTorch fp32"), None)
+    for b, row in zip(backends, rows, strict=True):
+        if fp32 is not None and isinstance(b, Ours):  # probabilities against PyTorch fp32
+            diff = np.abs(b.probabilities - fp32.probabilities)
+            row["prob_diff_vs_torch_fp32"] = {"max": float(diff.max()), "mean": float(diff.mean())}
     reference = np.asarray(rows[0]["predictions"])
     for r in rows:
         r["agreement"] = float(np.mean(np.asarray(r.pop("predictions")) == reference))
