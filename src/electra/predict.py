@@ -253,7 +253,7 @@ def predict(args: PredictArgs) -> dict[str, Any]:
     model = load_predictor(args)
     info = model.info
     if info is None:  # an encoder export: say so before reading anything
-        model._require_head()
+        model.require_head()
     data = limit(read_predict_input(info, args), args.max_examples)
     check_labels_of(info, data.examples)
     preds = model.predict_examples(data.examples, args.batch_size)

@@ -195,7 +195,8 @@ class OnnxModel:
     def max_length(self) -> int:
         return int(self.manifest["max_length"])
 
-    def _require_head(self) -> ModelInfo:
+    def require_head(self) -> ModelInfo:
+        """The task description; a clear error for an encoder exported without a task head."""
         if self.info is None:
             raise ExportedModelError(
                 f"{self.path}: an encoder exported without a task head has no predictions; "
@@ -221,7 +222,7 @@ class OnnxModel:
 
     def featurize(self, examples: Sequence[Any]) -> list[dict[str, Any]]:
         """Model inputs of ``examples`` with the fine-tuning settings (the PyTorch code)."""
-        info = self._require_head()
+        info = self.require_head()
         settings = info.settings
         if info.family in SEQUENCE_LEVEL:
             return F.encode_texts(examples, self.tokenizer, settings.max_length)
@@ -231,7 +232,7 @@ class OnnxModel:
 
     def predict_examples(self, examples: Sequence[Any], batch_size: int = 32) -> list[Any]:
         """Predictions of the model family for our example objects (``electra predict``'s)."""
-        info = self._require_head()
+        info = self.require_head()
         feats = self.featurize(examples)
         self.last_truncated = sum(1 for f in feats if f.get("truncated"))
         outputs = self.run(feats, batch_size)
@@ -245,7 +246,7 @@ class OnnxModel:
 
     def record(self, example: Any, prediction: Any) -> dict[str, Any]:
         """The JSON record ``electra predict`` writes for one example."""
-        info = self._require_head()
+        info = self.require_head()
         if info.family == "classification":
             return F.classification_record(example, prediction, info.labels)
         if info.family == "regression":
@@ -258,7 +259,7 @@ class OnnxModel:
 
     def to_examples(self, inputs: Sequence[Any]) -> list[Any]:
         """Our example objects from plain Python inputs (see the module docstring)."""
-        info = self._require_head()
+        info = self.require_head()
         out: list[Any] = []
         for n, x in enumerate(inputs):
             if info.family == "qa":
