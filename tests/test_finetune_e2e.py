@@ -157,8 +157,9 @@ def test_classification_nsmc(ko_model: Path, tmp_path: Path, one_thread: None) -
     inp = tmp_path / "reviews.txt"
     inp.write_text("정말 재미있어요 최고\n시간 낭비 최악의 영화\n\n그냥 그래요\n", encoding="utf-8")
     recs = predict_twice(model, inp, tmp_path)
-    assert len(recs) == 3
-    for rec in recs:
+    assert len(recs) == 4  # one line per input line: the empty one gets an error record
+    assert recs[2] == {"line": 3, "error": "empty line", "text": ""}
+    for rec in recs[:2] + recs[3:]:
         assert rec["label"] in ("negative", "positive")
         assert sum(rec["probabilities"].values()) == pytest.approx(1.0, abs=1e-5)
         assert rec["label"] == max(rec["probabilities"], key=rec["probabilities"].get)

@@ -38,10 +38,14 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "extend_vocab_cli",
         "Add domain tokens to a checkpoint's vocabulary.",
     ),
-    "export": ("electra.train", "export_cli", "Export a checkpoint as Hugging Face directories."),
+    "export": (
+        "electra.export",
+        "export_cli",
+        "Export a run (Hugging Face) or a model directory (ONNX, --onnx).",
+    ),
     "finetune": ("electra.finetune.run", "finetune_cli", "Fine-tune on a downstream task."),
     "evaluate": ("electra.finetune.run", "evaluate_cli", "Evaluate a fine-tuned model."),
-    "predict": ("electra.finetune.run", "predict_cli", "Predict on a file (JSON Lines out)."),
+    "predict": ("electra.predict", "predict_cli", "Predict on a file (JSON Lines out)."),
     "download": (
         "electra.finetune.download",
         "download_cli",

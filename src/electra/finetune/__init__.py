@@ -9,12 +9,33 @@ regression), :mod:`~electra.finetune.tagging` (token classification),
 (save/load fine-tuned models), :mod:`~electra.finetune.download` (public URLs),
 :mod:`~electra.finetune.run` (training loop and the ``finetune``, ``evaluate``,
 ``predict`` commands).
+
+Names are loaded on first use (PEP 562), so importing a torch-free submodule
+such as :mod:`~electra.finetune.features` does not import PyTorch.
 """
 
-from electra.finetune.common import DatasetError
-from electra.finetune.modeling import load_finetuned, save_finetuned
-from electra.finetune.recipe import Recipe, make_recipe, parameter_groups
-from electra.finetune.tasks import TASKS, get_task, glue_average, load_task_data
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "DatasetError": "electra.finetune.common",
+    "load_finetuned": "electra.finetune.modeling",
+    "save_finetuned": "electra.finetune.modeling",
+    "Recipe": "electra.finetune.recipe",
+    "make_recipe": "electra.finetune.recipe",
+    "parameter_groups": "electra.finetune.recipe",
+    "TASKS": "electra.finetune.tasks",
+    "get_task": "electra.finetune.tasks",
+    "glue_average": "electra.finetune.tasks",
+    "load_task_data": "electra.finetune.tasks",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'electra.finetune' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+
 
 __all__ = [
     "TASKS",

@@ -22,12 +22,12 @@ import torch.nn.functional as F
 from tokenizers import Tokenizer
 from torch import Tensor, nn
 
-from electra.finetune.common import (
-    Family,
-    FeatureSettings,
-    TextExample,
-    collate_inputs,
-    prepared_tokenizer,
+from electra.finetune.common import Family, FeatureSettings, TextExample, collate_inputs
+from electra.finetune.features import (
+    classification_record,
+    encode_texts,
+    regression_record,
+    softmax_rows,
 )
 from electra.model import ElectraModel, init_weights
 
@@ -129,34 +129,6 @@ def regression_metrics(y_true: Sequence[float], y_pred: Sequence[float]) -> dict
 # ---------------------------------------------------------------------------
 
 
-def encode_texts(
-    examples: Sequence[TextExample], tokenizer: Tokenizer, max_length: int
-) -> list[dict[str, Any]]:
-    """``[CLS] a [SEP] (b [SEP])`` ids, truncated longest-first to ``max_length``."""
-    tok = prepared_tokenizer(tokenizer, max_length)
-    singles = [i for i, e in enumerate(examples) if e.text_pair is None]
-    pairs = [i for i, e in enumerate(examples) if e.text_pair is not None]
-    encs: dict[int, Any] = {}
-    if singles:
-        for i, enc in zip(
-            singles, tok.encode_batch([examples[i].text for i in singles]), strict=True
-        ):
-            encs[i] = enc
-    if pairs:
-        batch = [(examples[i].text, examples[i].text_pair) for i in pairs]
-        for i, enc in zip(pairs, tok.encode_batch(batch), strict=True):
-            encs[i] = enc
-    return [
-        {
-            "input_ids": encs[i].ids,
-            "token_type_ids": encs[i].type_ids,
-            "example_index": i,
-            "truncated": bool(encs[i].overflowing),
-        }
-        for i in range(len(examples))
-    ]
-
-
 class ClassificationFamily(Family):
     """Single-sentence and sentence-pair classification."""
 
@@ -193,12 +165,7 @@ class ClassificationFamily(Family):
 
     def predict(self, examples, features, outputs, labels, settings) -> list[np.ndarray]:
         """Class probabilities per example."""
-        out = []
-        for logits in outputs:
-            z = logits - logits.max()
-            p = np.exp(z)
-            out.append(p / p.sum())
-        return out
+        return softmax_rows(outputs)
 
     def score(self, examples, predictions, labels, **kw: Any) -> dict[str, float]:
         index = {label: i for i, label in enumerate(labels)}
@@ -207,16 +174,7 @@ class ClassificationFamily(Family):
         return classification_metrics(y_true, y_pred, len(labels))
 
     def record(self, example: TextExample, prediction: np.ndarray, labels) -> dict[str, Any]:
-        rec: dict[str, Any] = {"text": example.text}
-        if example.text_pair is not None:
-            rec["text_pair"] = example.text_pair
-        rec["label"] = labels[int(np.argmax(prediction))]
-        rec["probabilities"] = {
-            lab: round(float(p), 6) for lab, p in zip(labels, prediction, strict=True)
-        }
-        if example.label is not None:
-            rec["gold"] = example.label
-        return rec
+        return classification_record(example, prediction, labels)
 
 
 class RegressionFamily(ClassificationFamily):
@@ -251,13 +209,7 @@ class RegressionFamily(ClassificationFamily):
         return regression_metrics([float(e.label) for e in examples], predictions)
 
     def record(self, example: TextExample, prediction: float, labels) -> dict[str, Any]:
-        rec: dict[str, Any] = {"text": example.text}
-        if example.text_pair is not None:
-            rec["text_pair"] = example.text_pair
-        rec["score"] = round(float(prediction), 6)
-        if example.label is not None:
-            rec["gold"] = example.label
-        return rec
+        return regression_record(example, prediction)
 
 
 CLASSIFICATION = ClassificationFamily()

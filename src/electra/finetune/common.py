@@ -11,14 +11,15 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import torch
 from tokenizers import Tokenizer
-from torch import Tensor, nn
 
-from electra.model import ElectraModel
+if TYPE_CHECKING:  # torch stays out of imports so the ONNX runtime can use this module
+    import numpy as np
+    from torch import Tensor, nn
+
+    from electra.model import ElectraModel
 
 
 class DatasetError(ValueError):
@@ -133,7 +134,13 @@ class FeatureSettings:
 
 
 def prepared_tokenizer(tok: Tokenizer, max_length: int | None) -> Tokenizer:
-    """A copy of ``tok`` without padding and with ``longest_first`` truncation (or none)."""
+    """A copy of ``tok`` without padding and with ``longest_first`` truncation (or none).
+
+    ``tok`` itself when it is already so (copying a large vocabulary costs
+    more than encoding one sentence, so predictors prepare theirs once).
+    """
+    if tok.padding is None and _truncation_is(tok, max_length):
+        return tok
     copy = Tokenizer.from_str(tok.to_str())
     copy.no_padding()
     if max_length is None:
@@ -141,6 +148,18 @@ def prepared_tokenizer(tok: Tokenizer, max_length: int | None) -> Tokenizer:
     else:
         copy.enable_truncation(max_length, strategy="longest_first")
     return copy
+
+
+def _truncation_is(tok: Tokenizer, max_length: int | None) -> bool:
+    t = tok.truncation
+    if max_length is None:
+        return t is None
+    return t is not None and (t["max_length"], t["strategy"], t["stride"], t["direction"]) == (
+        max_length,
+        "longest_first",
+        0,
+        "right",
+    )
 
 
 def check_bert_template(tok: Tokenizer, cls_id: int, sep_id: int) -> None:
@@ -155,6 +174,8 @@ def check_bert_template(tok: Tokenizer, cls_id: int, sep_id: int) -> None:
 
 def pad_stack(rows: Sequence[Sequence[int]], value: int) -> Tensor:
     """Right-pad integer rows to the longest and stack: (B, L)."""
+    import torch
+
     width = max(len(r) for r in rows)
     out = torch.full((len(rows), width), value, dtype=torch.long)
     for i, r in enumerate(rows):

@@ -150,6 +150,30 @@ def _ensure_tokenizer_config(out_dir: Path) -> None:
     atomic_write_bytes(cfg, (json.dumps(body, indent=2) + "\n").encode("utf-8"))
 
 
+def record_max_length(out_dir: Path, max_length: int) -> None:
+    """Set ``model_max_length`` in ``tokenizer_config.json`` to the length the model was tuned at.
+
+    ``transformers`` truncates to this value (``truncation=True``); left at the
+    tokenizer's 512, a pipeline would see more of a long text than the model
+    was fine-tuned on and than ``electra predict`` gives it.
+    """
+    path = out_dir / "tokenizer_config.json"
+    body = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else _casing(out_dir)
+    body["model_max_length"] = int(max_length)
+    atomic_write_bytes(path, (json.dumps(body, indent=2, ensure_ascii=False) + "\n").encode())
+
+
+def _casing(tokenizer_dir: Path) -> dict[str, Any]:
+    """A new tokenizer_config.json must state the casing (``transformers`` would lower-case)."""
+    from electra.tokenizer import TokenizerError, load_tokenizer, tokenizer_settings
+
+    try:
+        settings = tokenizer_settings(load_tokenizer(tokenizer_dir))
+    except TokenizerError:
+        settings = {}
+    return {"tokenizer_class": "ElectraTokenizer", **settings}
+
+
 def save_finetuned(
     model: nn.Module,
     out_dir: str | os.PathLike[str],
@@ -167,6 +191,7 @@ def save_finetuned(
         **hf_task_config(family, info.labels),
     )
     copy_tokenizer(tokenizer_source, out)
+    record_max_length(out, info.settings.max_length)
     body = json.dumps(dataclasses.asdict(info), indent=2, ensure_ascii=False) + "\n"
     atomic_write_bytes(out / TASK_FILE, body.encode("utf-8"))
     write_card_text(out, finetuned_card(family.architecture, dataclasses.asdict(info)))

@@ -34,15 +34,17 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tokenizers import Tokenizer
 from torch import Tensor, nn
 
-from electra.finetune.common import (
-    Family,
-    FeatureSettings,
-    QAExample,
-    collate_inputs,
-    prepared_tokenizer,
+from electra.finetune.common import Family, QAExample, collate_inputs
+from electra.finetune.features import (
+    answer_token_span,
+    best_spans,
+    featurize_qa,
+    max_context,
+    predict_spans,
+    qa_record,
+    window_starts,
 )
 from electra.model import ElectraModel, init_weights
 
@@ -142,146 +144,6 @@ class ElectraForQuestionAnswering(nn.Module):
         return self.qa_outputs(self.electra(input_ids, attention_mask, token_type_ids))
 
 
-# ---------------------------------------------------------------------------
-# Features
-# ---------------------------------------------------------------------------
-
-
-def answer_token_span(
-    offsets: Sequence[tuple[int, int]], start_char: int, end_char: int
-) -> tuple[int, int] | None:
-    """First and last context token overlapping characters ``[start_char, end_char)``."""
-    first = next((t for t, (_, e) in enumerate(offsets) if e > start_char), None)
-    last = next((t for t in range(len(offsets) - 1, -1, -1) if offsets[t][0] < end_char), None)
-    if first is None or last is None or last < first:
-        return None
-    return first, last
-
-
-def window_starts(n_tokens: int, window: int, stride: int) -> list[int]:
-    """Start of every window of ``window`` tokens, ``stride`` apart, covering ``n_tokens``."""
-    starts, start = [], 0
-    while True:
-        starts.append(start)
-        if start + window >= n_tokens:
-            return starts
-        start += min(stride, window)
-
-
-def max_context(starts: Sequence[int], lengths: Sequence[int], w: int, pos: int) -> bool:
-    """Does window ``w`` give context token ``pos`` its maximal context? (BERT's rule)."""
-    best, best_score = None, None
-    for i, (s, n) in enumerate(zip(starts, lengths, strict=True)):
-        end = s + n - 1
-        if pos < s or pos > end:
-            continue
-        score = min(pos - s, end - pos) + 0.01 * n
-        if best_score is None or score > best_score:
-            best, best_score = i, score
-    return best == w
-
-
-def featurize_qa(
-    examples: Sequence[QAExample], tokenizer: Tokenizer, settings: FeatureSettings
-) -> list[dict[str, Any]]:
-    from electra.tokenizer import special_ids
-
-    ids = special_ids(tokenizer)
-    tok = prepared_tokenizer(tokenizer, None)
-    questions = tok.encode_batch([e.question for e in examples], add_special_tokens=False)
-    contexts = tok.encode_batch([e.context for e in examples], add_special_tokens=False)
-    feats: list[dict[str, Any]] = []
-    for i, (e, q, c) in enumerate(zip(examples, questions, contexts, strict=True)):
-        q_ids = q.ids[: settings.max_query_length]
-        window = settings.max_length - len(q_ids) - 3
-        if window < 1:
-            raise ValueError(
-                f"max_length {settings.max_length} leaves no room for the context after a "
-                f"{len(q_ids)}-token question; raise --max-length or lower --max-query-length"
-            )
-        n_ctx = len(c.ids)
-        starts = window_starts(n_ctx, window, settings.doc_stride)
-        lengths = [min(window, n_ctx - s) for s in starts]
-        span = None
-        if e.answers:
-            a = e.answers[0]
-            span = answer_token_span(c.offsets, a.start, a.start + len(a.text))
-        for w, (s, n) in enumerate(zip(starts, lengths, strict=True)):
-            head = [ids.cls, *q_ids, ids.sep]
-            input_ids = head + c.ids[s : s + n] + [ids.sep]
-            types = [0] * len(head) + [1] * (n + 1)
-            offsets = [(-1, -1)] * len(head) + list(c.offsets[s : s + n]) + [(-1, -1)]
-            is_max = [False] * len(head)
-            is_max += [max_context(starts, lengths, w, s + k) for k in range(n)] + [False]
-            start_pos = end_pos = 0
-            if span is not None and span[0] >= s and span[1] < s + n:
-                start_pos = span[0] - s + len(head)
-                end_pos = span[1] - s + len(head)
-            feats.append(
-                {
-                    "input_ids": input_ids,
-                    "token_type_ids": types,
-                    "offsets": offsets,
-                    "max_context": is_max,
-                    "example_index": i,
-                    "start_position": start_pos,
-                    "end_position": end_pos,
-                }
-            )
-    return feats
-
-
-# ---------------------------------------------------------------------------
-# Decoding
-# ---------------------------------------------------------------------------
-
-
-def best_spans(
-    example: QAExample,
-    features: Sequence[dict[str, Any]],
-    outputs: Sequence[np.ndarray],
-    n_best: int,
-    max_answer_length: int,
-) -> list[dict[str, Any]]:
-    """The n-best answer spans of one question over all its windows, best first."""
-    cands = []
-    for f, out in zip(features, outputs, strict=True):
-        start_logits, end_logits = out[:, 0], out[:, 1]
-        offs = f["offsets"]
-        top_s = np.argsort(-start_logits)[:n_best]
-        top_e = np.argsort(-end_logits)[:n_best]
-        for s in top_s.tolist():
-            if offs[s][0] < 0 or not f["max_context"][s]:
-                continue
-            for e in top_e.tolist():
-                if offs[e][0] < 0 or e < s or e - s + 1 > max_answer_length:
-                    continue
-                cands.append((float(start_logits[s] + end_logits[e]), offs[s][0], offs[e][1]))
-    cands.sort(key=lambda c: -c[0])
-    seen, unique = set(), []
-    for score, a, b in cands:
-        if (a, b) not in seen:
-            seen.add((a, b))
-            unique.append((score, a, b))
-        if len(unique) == n_best:
-            break
-    if not unique:
-        return [{"text": "", "start": 0, "end": 0, "logit": float("-inf"), "probability": 0.0}]
-    logits = np.array([u[0] for u in unique])
-    probs = np.exp(logits - logits.max())
-    probs /= probs.sum()
-    return [
-        {
-            "text": example.context[a:b],
-            "start": a,
-            "end": b,
-            "logit": score,
-            "probability": float(p),
-        }
-        for (score, a, b), p in zip(unique, probs, strict=True)
-    ]
-
-
 class QAFamily(Family):
     name = "qa"
     architecture = "ElectraForQuestionAnswering"
@@ -314,19 +176,7 @@ class QAFamily(Family):
         return [arr[i, :n] for i, n in enumerate(lengths)]
 
     def predict(self, examples, features, outputs, labels, settings) -> list[list[dict]]:
-        by_example: list[list[int]] = [[] for _ in examples]
-        for k, f in enumerate(features):
-            by_example[f["example_index"]].append(k)
-        return [
-            best_spans(
-                e,
-                [features[k] for k in ks],
-                [outputs[k] for k in ks],
-                settings.n_best,
-                settings.max_answer_length,
-            )
-            for e, ks in zip(examples, by_example, strict=True)
-        ]
+        return predict_spans(examples, features, outputs, settings)
 
     def score(self, examples, predictions, labels, style: str = "squad", **kw) -> dict:
         preds = {e.id: p[0]["text"] for e, p in zip(examples, predictions, strict=True)}
@@ -334,22 +184,19 @@ class QAFamily(Family):
         return squad_scores(preds, golds, style)
 
     def record(self, example: QAExample, prediction: list[dict], labels) -> dict[str, Any]:
-        best = prediction[0]
-        rec: dict[str, Any] = {
-            "id": example.id,
-            "question": example.question,
-            "answer": best["text"],
-            "score": round(best["probability"], 6),
-            "start": best["start"],
-            "end": best["end"],
-            "nbest": [
-                {"text": p["text"], "score": round(p["probability"], 6), "start": p["start"]}
-                for p in prediction[:5]
-            ],
-        }
-        if example.answers:
-            rec["gold"] = [a.text for a in example.answers]
-        return rec
+        return qa_record(example, prediction)
 
 
 QA = QAFamily()
+
+__all__ = [
+    "QA",
+    "ElectraForQuestionAnswering",
+    "QAFamily",
+    "answer_token_span",
+    "best_spans",
+    "featurize_qa",
+    "max_context",
+    "squad_scores",
+    "window_starts",
+]

@@ -63,7 +63,12 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from electra.finetune.baselines import compute_floors, floor_lines
-from electra.finetune.common import Family, FeatureSettings, TaggingExample, TextExample
+from electra.finetune.common import (
+    Family,
+    FeatureSettings,
+    TaggingExample,
+    prepared_tokenizer,
+)
 from electra.finetune.modeling import (
     Finetuned,
     TaskInfo,
@@ -84,6 +89,7 @@ from electra.finetune.tasks import (
 )
 from electra.hf import atomic_write_bytes, load_encoder, read_config
 from electra.precision import bf16_is_fast
+from electra.predict import PredictArgs, predict, predict_cli  # noqa: F401 (the API's home)
 
 # ---------------------------------------------------------------------------
 # Small helpers
@@ -1024,167 +1030,44 @@ def evaluate_cli(args: EvaluateArgs) -> int:
 # ---------------------------------------------------------------------------
 
 
-@dataclass
-class PredictArgs:
-    """Options of ``electra predict``."""
+class TorchPredictor:
+    """``electra predict --backend torch``: a fine-tuned directory run with PyTorch."""
 
-    model: str = _doc("Fine-tuned model directory.")
-    input: str = _doc(
-        "Input: .txt (one text per line; 'a<TAB>b' for pairs), .csv/.tsv/.jsonl/.json tables, "
-        ".conll (tagging), SQuAD .json or .jsonl (QA).",
-        meta={"short": "-i"},
-    )
-    output: str = _doc(
-        "Output JSON Lines (default: INPUT_STEM.predictions.jsonl here).",
-        default="",
-        meta={"short": "-o"},
-    )
-    text_column: str = _doc("Text column of a table (default: text).", default="")
-    text_pair_column: str = _doc("Second-text column of a table.", default="")
-    label_column: str = _doc("Gold label column, if present (scored).", default="")
-    max_examples: int = _doc("Predict at most N examples (0: all).", default=0)
-    batch_size: int = _doc("Batch size.", default=64)
-    device: str = _doc("auto, cpu, cuda or cuda:N.", default="auto")
-    bf16: bool = _doc("bfloat16 autocast.", default=False)
-    progress: bool = _doc("Show progress bars.", default=True)
+    precision = "fp32"
 
+    def __init__(self, model_dir: str, device: str, bf16: bool, progress: bool) -> None:
+        from electra.tokenizer import special_ids
 
-def read_predict_input(ft: Finetuned, args: PredictArgs) -> list[Any]:
-    """Examples to predict on, in the model family's input formats."""
-    from electra.finetune.common import DatasetError, where
-    from electra.finetune.readers import (
-        read_conll,
-        read_squad,
-        read_table,
-        require_columns,
-        tagging_from_rows,
-        text_examples,
-    )
+        self.device = resolve_device(device)
+        self.ft = load_finetuned(model_dir, self.device)
+        self.info = self.ft.info
+        max_length = None if self.info.family == "qa" else self.info.settings.max_length
+        self.ft.tokenizer = prepared_tokenizer(self.ft.tokenizer, max_length)  # once, not per call
+        self.pad = special_ids(self.ft.tokenizer).pad
+        self.bf16, self.progress = bf16, progress
+        self.precision = "bf16" if bf16 else "fp32"
+        self.last_truncated = 0
 
-    path = Path(args.input)
-    family = ft.info.family
-    suffix = path.suffix.lower()
-    if family == "qa":
-        return read_squad(path, require_answers=False)
-    if suffix == ".txt" or suffix == "":
-        from electra.finetune.readers import _lines, _open_text
+    def predict_examples(self, examples: Sequence[Any], batch_size: int) -> list[Any]:
+        family, info = self.ft.family, self.info
+        prepared = prepare(family, list(examples), self.ft.tokenizer, info.settings, info.labels)
+        self.last_truncated = _truncated(prepared.features)
+        outputs, _ = run_model(
+            self.ft.model,
+            family,
+            prepared.features,
+            batch_size,
+            self.device,
+            self.pad,
+            with_loss=False,
+            bf16=self.bf16,
+            desc="predict",
+            progress=self.progress,
+        )
+        return family.predict(examples, prepared.features, outputs, info.labels, info.settings)
 
-        out: list[Any] = []
-        for n, line in _lines(_open_text(path)):
-            if not line.strip():
-                continue
-            src = where(path, n)
-            if family == "tagging":
-                if ft.info.tagging_level == "char":
-                    out.append(TaggingExample.from_chars(line, source=src))
-                else:
-                    out.append(TaggingExample.from_words(line.split(), source=src))
-            else:
-                a, _, b = line.partition("\t")
-                out.append(TextExample(a, b if b else None, None, guid=str(n), source=src))
-        if not out:
-            raise DatasetError(f"{path}: the file is empty (no examples)")
-        return out
-    if family == "tagging":
-        if suffix in (".conll", ".bio"):
-            return read_conll(path)
-        _, rows = read_table(path)
-        return tagging_from_rows(path, rows, args.text_column or "tokens", args.label_column)
-    names, rows = read_table(path)
-    text_col = args.text_column or ft.info.data.get("text_column") or "text"
-    pair_col = args.text_pair_column or ft.info.data.get("text_pair_column") or None
-    label_col = args.label_column or None
-    needed = {"--text-column": text_col}
-    if pair_col:
-        needed["--text-pair-column"] = pair_col
-    if label_col:
-        needed["--label-column"] = label_col
-    if suffix in (".csv", ".tsv", ".tab"):
-        require_columns(path, names, needed)
-    examples = text_examples(
-        path, rows, text_col, pair_col, label_col, regression=family == "regression"
-    )
-    return examples
-
-
-def predict(args: PredictArgs) -> dict[str, Any]:
-    """Write one JSON line per input example; score it too when gold labels are given."""
-    from electra.tokenizer import special_ids
-
-    t0 = time.perf_counter()
-    device = resolve_device(args.device)
-    ft = load_finetuned(args.model, device)
-    family, info = ft.family, ft.info
-    examples = read_predict_input(ft, args)
-    if args.max_examples:
-        examples = examples[: args.max_examples]
-    settings = info.settings
-    pad = special_ids(ft.tokenizer).pad
-    if info.family in ("classification", "tagging"):
-        from electra.finetune.common import Splits
-        from electra.finetune.tasks import TaskSpec, check_labels
-
-        spec = TaskSpec(info.task, info.family, "", "", lambda *_: None, tuple(info.labels))
-        check_labels(spec, Splits([], [], examples), info.labels, origin="the model's labels")
-    prepared = prepare(family, examples, ft.tokenizer, settings, info.labels)
-    outputs, _ = run_model(
-        ft.model,
-        family,
-        prepared.features,
-        args.batch_size,
-        device,
-        pad,
-        with_loss=False,
-        bf16=args.bf16,
-        desc="predict",
-        progress=args.progress,
-    )
-    preds = family.predict(examples, prepared.features, outputs, info.labels, settings)
-    out = Path(args.output) if args.output else Path(f"{Path(args.input).stem}.predictions.jsonl")
-    lines = [
-        json.dumps(family.record(e, p, info.labels), ensure_ascii=False)
-        for e, p in zip(examples, preds, strict=True)
-    ]
-    atomic_write_bytes(out, ("\n".join(lines) + "\n").encode("utf-8"))
-    result: dict[str, Any] = {
-        "format": "electra-predict-results/1",
-        "command": "predict",
-        "created": now(),
-        "model": str(Path(args.model).resolve()),
-        "task": info.task,
-        "family": info.family,
-        "labels": info.labels,
-        "input": str(Path(args.input).resolve()),
-        "output": str(out.resolve()),
-        "examples": len(examples),
-        "fine_tuning": {"seed": info.seed, "best_epoch": info.best_epoch, "recipe": info.recipe},
-    }
-    if _has_gold(info.family, examples):
-        result["scores"] = family.score(examples, preds, info.labels, style=info.qa_style)
-    result["seconds"] = time.perf_counter() - t0
-    result["versions"] = versions()
-    summary = out.with_suffix(".results.json")
-    write_json(summary, result)
-    print(f"{len(examples)} predictions -> {out}")
-    for k, v in result.get("scores", {}).items():
-        print(f"  {k:<14} {100 * v:8.2f}")
-    print(f"results: {summary}")
-    result["results"] = str(summary)
-    return result
-
-
-def _has_gold(family: str, examples: Sequence[Any]) -> bool:
-    if family == "qa":
-        return all(e.answers for e in examples)
-    if family == "tagging":
-        return all(e.tags is not None for e in examples)
-    return all(e.label is not None for e in examples)
-
-
-def predict_cli(args: PredictArgs) -> int:
-    """Predict with a fine-tuned model; JSON Lines with labels and probabilities, or spans."""
-    predict(args)
-    return 0
+    def record(self, example: Any, prediction: Any) -> dict[str, Any]:
+        return self.ft.family.record(example, prediction, self.info.labels)
 
 
 __all__ = [

@@ -38,11 +38,18 @@ from electra.finetune.common import (
     TaggingExample,
     collate_inputs,
     pad_stack,
-    prepared_tokenizer,
+)
+from electra.finetune.features import (
+    IGNORE,
+    align_labels,
+    decode_units,
+    entities,
+    featurize_tagging,
+    predict_tags,
+    tagging_record,
+    token_units,
 )
 from electra.model import ElectraModel, init_weights
-
-IGNORE = -100
 
 
 class ElectraForTokenClassification(nn.Module):
@@ -68,92 +75,6 @@ class ElectraForTokenClassification(nn.Module):
     ) -> Tensor:
         h = self.electra(input_ids, attention_mask, token_type_ids)
         return self.classifier(self.dropout(h))
-
-
-# ---------------------------------------------------------------------------
-# Alignment
-# ---------------------------------------------------------------------------
-
-
-def char_to_unit(example: TaggingExample) -> np.ndarray:
-    """For every character of the text, the unit it belongs to (-1: none, e.g. a space)."""
-    table = np.full(len(example.text), -1, dtype=np.int64)
-    for u, (s, e) in enumerate(example.spans):
-        table[s:e] = u
-    return table
-
-
-def token_units(
-    example: TaggingExample, offsets: Sequence[tuple[int, int]], special: Sequence[int]
-) -> list[list[int]]:
-    """The units each token covers, in order ([] for special tokens)."""
-    table = char_to_unit(example)
-    out: list[list[int]] = []
-    for (s, e), sp in zip(offsets, special, strict=True):
-        if sp or e <= s:
-            out.append([])
-            continue
-        units = table[s:e]
-        units = units[units >= 0]
-        # unique, in order of appearance
-        seen: list[int] = []
-        for u in units.tolist():
-            if not seen or seen[-1] != u:
-                seen.append(u)
-        out.append(seen)
-    return out
-
-
-def align_labels(
-    covered: Sequence[Sequence[int]], tags: Sequence[str], index: dict[str, int]
-) -> list[int]:
-    """Token labels: the tag of a token's first unit if that unit starts there, else -100."""
-    labels, done = [], set()
-    for units in covered:
-        if units and units[0] not in done:
-            labels.append(index[tags[units[0]]])
-            done.add(units[0])
-        else:
-            labels.append(IGNORE)
-        done.update(units)
-    return labels
-
-
-def _inside(tag: str) -> str:
-    return "I-" + tag[2:] if tag.startswith("B-") else tag
-
-
-def decode_units(
-    example: TaggingExample, covered: Sequence[Sequence[int]], token_tags: Sequence[str]
-) -> list[str]:
-    """Unit tags from per-token predicted tags (see the module docstring)."""
-    n = len(example.spans)
-    out: list[str | None] = [None] * n
-    for units, tag in zip(covered, token_tags, strict=True):
-        for k, u in enumerate(units):
-            if out[u] is None:
-                out[u] = tag if k == 0 else _inside(tag)
-    result = [t if t is not None else "O" for t in out]
-    # A uncovered unit (a space between characters) inside a predicted entity continues it.
-    for u in range(n):
-        if out[u] is not None:
-            continue
-        prev = next((result[j] for j in range(u - 1, -1, -1) if out[j] is not None), "O")
-        nxt = next((result[j] for j in range(u + 1, n) if out[j] is not None), "O")
-        if prev != "O" and nxt.startswith("I-") and prev[2:] == nxt[2:]:
-            result[u] = "I-" + nxt[2:]
-    return result
-
-
-def entities(example: TaggingExample, tags: Sequence[str]) -> list[dict[str, Any]]:
-    """Predicted entities with their text and character span ``[start, end)``."""
-    from seqeval.metrics.sequence_labeling import get_entities
-
-    out = []
-    for etype, first, last in get_entities(list(tags)):
-        start, end = example.spans[first][0], example.spans[last][1]
-        out.append({"text": example.text[start:end], "type": etype, "start": start, "end": end})
-    return out
 
 
 def seqeval_metrics(
@@ -193,26 +114,7 @@ class TaggingFamily(Family):
         settings: FeatureSettings,
         labels: Sequence[str],
     ) -> list[dict[str, Any]]:
-        tok = prepared_tokenizer(tokenizer, settings.max_length)
-        index = {label: i for i, label in enumerate(labels)}
-        encs = tok.encode_batch([e.text for e in examples])
-        feats = []
-        for i, (e, enc) in enumerate(zip(examples, encs, strict=True)):
-            covered = token_units(e, enc.offsets, enc.special_tokens_mask)
-            f = {
-                "input_ids": enc.ids,
-                "token_type_ids": enc.type_ids,
-                "covered": covered,
-                "example_index": i,
-                "truncated": bool(enc.overflowing),
-            }
-            f["labels"] = (
-                align_labels(covered, e.tags, index)
-                if e.tags is not None
-                else [IGNORE] * len(enc.ids)
-            )
-            feats.append(f)
-        return feats
+        return featurize_tagging(examples, tokenizer, settings, labels)
 
     def collate(self, features, pad_id) -> dict[str, Tensor]:
         batch = collate_inputs(features, pad_id)
@@ -232,26 +134,13 @@ class TaggingFamily(Family):
         return [arr[i, :n] for i, n in enumerate(lengths)]
 
     def predict(self, examples, features, outputs, labels, settings) -> list[list[str]]:
-        preds: list[list[str]] = [[] for _ in examples]
-        for f, out in zip(features, outputs, strict=True):
-            e = examples[f["example_index"]]
-            token_tags = [labels[int(k)] for k in out.argmax(-1)]
-            preds[f["example_index"]] = decode_units(e, f["covered"], token_tags)
-        return preds
+        return predict_tags(examples, features, outputs, labels)
 
     def score(self, examples, predictions, labels, **kw: Any) -> dict[str, float]:
         return seqeval_metrics([e.tags for e in examples], predictions)
 
     def record(self, example: TaggingExample, prediction: list[str], labels) -> dict[str, Any]:
-        rec: dict[str, Any] = {
-            "text": example.text,
-            "tokens": example.units,
-            "tags": prediction,
-            "entities": entities(example, prediction),
-        }
-        if example.tags is not None:
-            rec["gold"] = example.tags
-        return rec
+        return tagging_record(example, prediction)
 
 
 def oracle_f1(

@@ -1,0 +1,311 @@
+"""``electra predict``: one JSON line per input, with PyTorch or with the ONNX runtime.
+
+``--backend torch`` (default) loads a fine-tuned model directory with
+PyTorch; ``--backend onnx`` loads an ``electra export --onnx`` directory with
+:mod:`electra.runtime`, and then nothing here imports torch, so the command
+runs where only ``onnxruntime``, ``tokenizers`` and ``numpy`` are installed
+(scoring against gold labels, when the input has them, needs the full
+install). Both backends share the input reading, featurisation, decoding and
+output records (:mod:`electra.finetune.features`).
+
+Guarantees: the output has exactly one line per input example, in input
+order. For a ``.txt`` input that is one line per non-final line of the file:
+an empty line gets ``{"line": N, "error": "empty line"}`` in its place and a
+warning naming the file and line. Texts longer than the fine-tuning max
+length are truncated to it, as in fine-tuning; the count is printed and
+saved as ``truncated`` in the results file. Bytes that are not UTF-8 fail
+with the file and line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from electra.finetune.common import TaggingExample, TextExample
+
+
+def _doc(text: str, **kw: Any) -> Any:
+    return field(metadata={"doc": text, **kw.pop("meta", {})}, **kw)
+
+
+@dataclass
+class PredictArgs:
+    """Options of ``electra predict``."""
+
+    model: str = _doc("Fine-tuned model directory (or, with --backend onnx, an ONNX export).")
+    input: str = _doc(
+        "Input: .txt (one text per line; 'a<TAB>b' for pairs), .csv/.tsv/.jsonl/.json tables, "
+        ".conll (tagging), SQuAD .json or .jsonl (QA).",
+        meta={"short": "-i"},
+    )
+    output: str = _doc(
+        "Output JSON Lines (default: INPUT_STEM.predictions.jsonl here).",
+        default="",
+        meta={"short": "-o"},
+    )
+    text_column: str = _doc("Text column of a table (default: text).", default="")
+    text_pair_column: str = _doc("Second-text column of a table.", default="")
+    label_column: str = _doc("Gold label column, if present (scored).", default="")
+    max_examples: int = _doc("Predict at most N examples (0: all).", default=0)
+    batch_size: int = _doc("Batch size.", default=64)
+    backend: Literal["torch", "onnx"] = _doc(
+        "torch: a model directory with PyTorch; onnx: an `electra export --onnx` directory "
+        "with ONNX Runtime (no torch needed).",
+        default="torch",
+    )
+    precision: Literal["auto", "fp32", "int8", "fp16"] = _doc(
+        "ONNX graph to run (auto: the export's default, int8 when it was made).", default="auto"
+    )
+    threads: int = _doc("ONNX Runtime threads (0: all cores).", default=0)
+    device: str = _doc("auto, cpu, cuda or cuda:N (torch backend).", default="auto")
+    bf16: bool = _doc("bfloat16 autocast (torch backend).", default=False)
+    progress: bool = _doc("Show progress bars.", default=True)
+
+
+@dataclass
+class PredictInput:
+    """Examples to predict on; for ``.txt`` also their line numbers and the skipped lines."""
+
+    examples: list[Any]
+    lines: list[int] | None = None
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+
+
+def read_text_lines(path: Path, info: Any) -> PredictInput:
+    """One example per non-empty line; empty lines are kept as skipped (line, reason)."""
+    from electra.finetune.common import DatasetError, where
+    from electra.finetune.readers import _lines, _open_text
+
+    text = _open_text(path)
+    if text.endswith("\n"):
+        text = text[:-1]  # the newline ending the last line does not start another
+    out = PredictInput([], [], [])
+    for n, line in _lines(text):
+        if not line.strip():
+            out.skipped.append((n, "empty line"))
+            continue
+        src = where(path, n)
+        if info.family == "tagging":
+            if info.tagging_level == "char":
+                out.examples.append(TaggingExample.from_chars(line, source=src))
+            else:
+                out.examples.append(TaggingExample.from_words(line.split(), source=src))
+        else:
+            a, _, b = line.partition("\t")
+            out.examples.append(TextExample(a, b if b else None, None, guid=str(n), source=src))
+        out.lines.append(n)  # type: ignore[union-attr]
+    if not out.examples:
+        raise DatasetError(f"{path}: no text on any line (no examples)")
+    return out
+
+
+def read_predict_input(info: Any, args: PredictArgs) -> PredictInput:
+    """Examples to predict on, in the model family's input formats."""
+    from electra.finetune.readers import (
+        read_conll,
+        read_squad,
+        read_table,
+        require_columns,
+        tagging_from_rows,
+        text_examples,
+    )
+
+    path = Path(args.input)
+    family = info.family
+    suffix = path.suffix.lower()
+    if family == "qa":
+        return PredictInput(read_squad(path, require_answers=False))
+    if suffix in (".txt", ""):
+        return read_text_lines(path, info)
+    if family == "tagging":
+        if suffix in (".conll", ".bio"):
+            return PredictInput(read_conll(path))
+        _, rows = read_table(path)
+        return PredictInput(
+            tagging_from_rows(path, rows, args.text_column or "tokens", args.label_column)
+        )
+    names, rows = read_table(path)
+    text_col = args.text_column or info.data.get("text_column") or "text"
+    pair_col = args.text_pair_column or info.data.get("text_pair_column") or None
+    label_col = args.label_column or None
+    needed = {"--text-column": text_col}
+    if pair_col:
+        needed["--text-pair-column"] = pair_col
+    if label_col:
+        needed["--label-column"] = label_col
+    if suffix in (".csv", ".tsv", ".tab"):
+        require_columns(path, names, needed)
+    return PredictInput(
+        text_examples(path, rows, text_col, pair_col, label_col, regression=family == "regression")
+    )
+
+
+def limit(data: PredictInput, n: int) -> PredictInput:
+    """The first ``n`` examples (and the skipped lines before the last of them)."""
+    if not n or n >= len(data.examples):
+        return data
+    lines = data.lines[:n] if data.lines is not None else None
+    last = lines[-1] if lines else 0
+    skipped = [s for s in data.skipped if s[0] < last] if lines is not None else []
+    return PredictInput(data.examples[:n], lines, skipped)
+
+
+def load_predictor(args: PredictArgs) -> Any:
+    """The ONNX runtime model, or a PyTorch predictor (imported only then)."""
+    if args.backend == "onnx":
+        from electra.runtime import OnnxModel
+
+        return OnnxModel.load(args.model, precision=args.precision, threads=args.threads)
+    from electra.finetune.run import TorchPredictor
+
+    return TorchPredictor(args.model, args.device, bf16=args.bf16, progress=args.progress)
+
+
+def ordered_lines(data: PredictInput, records: list[dict[str, Any]]) -> list[str]:
+    """Output lines in input order, an error record in place of each skipped line."""
+    rows = [json.dumps(r, ensure_ascii=False) for r in records]
+    if data.lines is None or not data.skipped:
+        return rows
+    by_line = dict(zip(data.lines, rows, strict=True))
+    for n, reason in data.skipped:
+        by_line[n] = json.dumps({"line": n, "error": reason, "text": ""}, ensure_ascii=False)
+    return [by_line[n] for n in sorted(by_line)]
+
+
+def check_labels_of(info: Any, examples: list[Any]) -> None:
+    """Gold labels (or tags) in the input must be ones the model can predict."""
+    if info.family not in ("classification", "tagging"):
+        return
+    from electra.finetune.common import Splits
+    from electra.finetune.tasks import TaskSpec, check_labels
+
+    spec = TaskSpec(info.task, info.family, "", "", lambda *_: None, tuple(info.labels))
+    check_labels(spec, Splits([], [], examples), info.labels, origin="the model's labels")
+
+
+def gold_scores(info: Any, examples: list[Any], preds: list[Any]) -> dict[str, float] | None:
+    """Scores against gold answers when every example has one (needs the full install)."""
+    if info.family == "qa":
+        has = all(e.answers for e in examples)
+    elif info.family == "tagging":
+        has = all(e.tags is not None for e in examples)
+    else:
+        has = all(e.label is not None for e in examples)
+    if not has:
+        return None
+    try:
+        from electra.finetune.modeling import get_family
+    except ImportError:
+        print("note: scoring needs PyTorch and scikit-learn; predictions only", file=sys.stderr)
+        return None
+    return get_family(info.family).score(examples, preds, info.labels, style=info.qa_style)
+
+
+def warn_input(args: PredictArgs, data: PredictInput, truncated: int, max_length: int) -> None:
+    for n, reason in data.skipped[:5]:
+        print(f"warning: {args.input}, line {n}: {reason}; wrote an error record", file=sys.stderr)
+    if len(data.skipped) > 5:
+        print(f"warning: {len(data.skipped) - 5} more such lines", file=sys.stderr)
+    if truncated:
+        print(
+            f"warning: {truncated} of {len(data.examples)} inputs are longer than the model's "
+            f"max length ({max_length} tokens) and were truncated to it",
+            file=sys.stderr,
+        )
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temporary file in the same directory and rename (never half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("electra", "onnxruntime", "torch", "tokenizers", "numpy"):
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            out[pkg] = importlib.metadata.version(pkg)
+    return out
+
+
+def predict(args: PredictArgs) -> dict[str, Any]:
+    """Write one JSON line per input example; score it too when gold labels are given."""
+    t0 = time.perf_counter()
+    model = load_predictor(args)
+    info = model.info
+    if info is None:  # an encoder export: say so before reading anything
+        model.require_head()
+    data = limit(read_predict_input(info, args), args.max_examples)
+    check_labels_of(info, data.examples)
+    preds = model.predict_examples(data.examples, args.batch_size)
+    records = [model.record(e, p) for e, p in zip(data.examples, preds, strict=True)]
+    out = Path(args.output) if args.output else Path(f"{Path(args.input).stem}.predictions.jsonl")
+    lines = ordered_lines(data, records)
+    atomic_write_text(out, "\n".join(lines) + "\n")
+    max_length = info.settings.max_length
+    warn_input(args, data, model.last_truncated, max_length)
+    result: dict[str, Any] = {
+        "format": "electra-predict-results/1",
+        "command": "predict",
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "backend": args.backend,
+        "precision": getattr(model, "precision", "bf16" if args.bf16 else "fp32"),
+        "model": str(Path(args.model).resolve()),
+        "task": info.task,
+        "family": info.family,
+        "labels": info.labels,
+        "input": str(Path(args.input).resolve()),
+        "output": str(out.resolve()),
+        "examples": len(data.examples),
+        "lines": len(lines),
+        "skipped": [{"line": n, "reason": r} for n, r in data.skipped],
+        "max_length": max_length,
+        "truncated": model.last_truncated,
+        "fine_tuning": {"seed": info.seed, "best_epoch": info.best_epoch, "recipe": info.recipe},
+    }
+    scores = gold_scores(info, data.examples, preds)
+    if scores is not None:
+        result["scores"] = scores
+    result["seconds"] = time.perf_counter() - t0
+    result["versions"] = versions()
+    summary = out.with_suffix(".results.json")
+    atomic_write_text(summary, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    print(f"{len(lines)} predictions -> {out}")
+    for k, v in result.get("scores", {}).items():
+        print(f"  {k:<14} {100 * v:8.2f}")
+    print(f"results: {summary}")
+    result["results"] = str(summary)
+    return result
+
+
+def predict_cli(args: PredictArgs) -> int:
+    """Predict with a fine-tuned model (PyTorch) or an ONNX export (--backend onnx).
+
+    One JSON line per input: label and probabilities, a score, tags and
+    entities, or an answer span.
+
+    Examples:
+      electra predict --model finetuned/nsmc/model --input reviews.txt
+      electra predict --backend onnx --model onnx/nsmc --input reviews.txt
+    """
+    predict(args)
+    return 0
