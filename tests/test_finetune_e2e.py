@@ -34,6 +34,8 @@ from electra.cli import main
 from electra.finetune.modeling import load_finetuned
 from electra.finetune.run import PredictArgs, predict
 
+pytestmark = pytest.mark.slow  # end-to-end fine-tuning: left out of `make test-fast`
+
 transformers = pytest.importorskip("transformers")
 
 QUICK = ["--learning-rate", "1e-3", "--batch-size", "16", "--no-progress", "--device", "cpu"]
