@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -282,3 +283,21 @@ def test_disc_mlm_is_off_by_default_and_adds_a_corrective_lm_loss_when_on() -> N
     assert not any("disc_mlm" in n for n, _ in on.discriminator.named_parameters())
     with pytest.raises(ConfigError):
         ObjectiveConfig(disc_mlm_weight=-1.0)
+
+
+def test_disc_prior_bias_is_off_by_default_and_starts_at_the_base_rate() -> None:
+    assert ObjectiveConfig().disc_prior_bias is False
+    plain = model().eval()
+    assert plain.discriminator.discriminator_predictions.dense_prediction.bias.item() == 0.0
+    on = model(disc_prior_bias=True, mask_prob=0.2).eval()
+    bias = on.discriminator.discriminator_predictions.dense_prediction.bias.item()
+    assert bias == pytest.approx(math.log(0.2 / 0.8))
+    ids, mask = blocks(B=8, L=64)
+    out = on(ids, mask, rng=torch.Generator().manual_seed(0), keep_tensors=True)
+    mean_p = torch.sigmoid(out.disc_logits)[mask.bool()].mean().item()
+    assert mean_p == pytest.approx(0.2, abs=0.03)
+    # Only that bias differs from the default initialisation.
+    for (name, a), (_, b) in zip(
+        on.state_dict().items(), model(mask_prob=0.2).state_dict().items(), strict=True
+    ):
+        assert torch.equal(a, b) or name.endswith("dense_prediction.bias"), name

@@ -30,6 +30,7 @@ whose state the training loop checkpoints.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Union
@@ -69,6 +70,15 @@ class ObjectiveConfig:
     mask_token_prob: float = field(
         default=0.85,
         metadata={"doc": "RTD: share of chosen positions set to [MASK] (rest kept)."},
+    )
+    disc_prior_bias: bool = field(
+        default=False,
+        metadata={
+            "doc": "RTD, experimental (off: the paper's zero init): start the "
+            "discriminator's output bias at logit(mask_prob), the share of tokens "
+            "replaced, so the first steps need not push every token vector one way to "
+            "reach the base rate."
+        },
     )
     disc_mlm_weight: float = field(
         default=0.0,
@@ -384,6 +394,12 @@ class ElectraForPretraining(nn.Module):
             self.generator = ElectraGenerator(
                 gen_cfg, embeddings=self.discriminator.electra.embeddings
             )
+            if objective.disc_prior_bias:
+                p = objective.mask_prob
+                with torch.no_grad():
+                    self.discriminator.discriminator_predictions.dense_prediction.bias.fill_(
+                        math.log(p / (1 - p))
+                    )
             if objective.disc_mlm_weight > 0:
                 # Pre-training only: not part of the discriminator, so never exported.
                 self.disc_mlm_predictions = GeneratorPredictions(config)
