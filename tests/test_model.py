@@ -82,3 +82,46 @@ def test_too_long_sequence_is_a_clear_error() -> None:
     d = ElectraDiscriminator(preset("tiny"))
     with pytest.raises(ValueError, match="max_position_embeddings"):
         d(torch.ones(1, 200, dtype=torch.long))
+
+
+def test_local_conv_is_off_by_default_and_mixes_neighbours_when_on(tmp_path) -> None:
+    import json
+
+    import pytest
+
+    from electra.config import ConfigError
+    from electra.hf import export_discriminator, load_discriminator
+
+    off = preset("tiny")
+    assert off.local_conv_kernel == 0
+    plain = ElectraDiscriminator(off)
+    assert not any("local_conv" in n for n, _ in plain.named_parameters())
+    export_discriminator(plain, tmp_path / "off")
+    assert "local_conv_kernel" not in json.loads((tmp_path / "off/config.json").read_text())
+    with pytest.raises(ConfigError, match="odd"):
+        preset("tiny", local_conv_kernel=2)
+
+    def encoder_input(m: ElectraDiscriminator, ids: torch.Tensor) -> torch.Tensor:
+        seen = []
+        hook = m.electra.encoder.register_forward_pre_hook(lambda _m, a: seen.append(a[0]))
+        m(ids, torch.ones_like(ids))
+        hook.remove()
+        return seen[0]
+
+    torch.manual_seed(0)
+    model = ElectraDiscriminator(preset("tiny", local_conv_kernel=3)).eval()
+    ids = torch.randint(5, 1000, (1, 12))
+    moved = ids.clone()
+    moved[0, 6] = (ids[0, 6] + 1) % 1000
+    # Before the first layer a position sees its neighbours only through the convolution.
+    a, b = encoder_input(model, ids), encoder_input(model, moved)
+    assert not torch.allclose(a[0, 5], b[0, 5]) and not torch.allclose(a[0, 7], b[0, 7])
+    assert torch.allclose(a[0, :5], b[0, :5]) and torch.allclose(a[0, 8:], b[0, 8:])
+    a, b = encoder_input(plain.eval(), ids), encoder_input(plain, moved)
+    assert torch.allclose(a[0, 5], b[0, 5])
+    # The export round-trips in this toolkit (transformers would drop the convolution).
+    export_discriminator(model, tmp_path / "on")
+    assert json.loads((tmp_path / "on/config.json").read_text())["local_conv_kernel"] == 3
+    again = load_discriminator(tmp_path / "on").eval()
+    mask = torch.ones_like(ids)
+    assert torch.allclose(again(ids, mask), model(ids, mask), atol=1e-6)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from electra.config import preset
+from electra.config import ConfigError, preset
 from electra.pretraining import (
     ElectraForPretraining,
     ObjectiveConfig,
@@ -255,3 +256,48 @@ def test_fused_generator_loss_matches_cross_entropy_and_samples_softmax() -> Non
     _, s, _ = mlm_loss_and_sample(many, torch.zeros(30000, dtype=torch.long), g, None)
     freq = torch.bincount(s, minlength=3).float() / len(s)
     assert torch.allclose(freq, probs, atol=0.015)
+
+
+def test_disc_mlm_is_off_by_default_and_adds_a_corrective_lm_loss_when_on() -> None:
+    assert ObjectiveConfig().disc_mlm_weight == 0.0
+    plain = model().eval()  # no dropout: the two losses are compared
+    assert not hasattr(plain, "disc_mlm_head")
+    ids, mask = blocks(B=8, L=64)
+    base = plain(ids, mask, rng=torch.Generator().manual_seed(0))
+    assert base.disc_mlm_loss is None and "disc_mlm_loss" not in base.scalars()
+
+    on = model(disc_mlm_weight=1.0).eval()
+    # Same weights otherwise (the new head is built last), tied to the shared embeddings.
+    for (name, a), (_, b) in zip(
+        on.discriminator.state_dict().items(), plain.discriminator.state_dict().items(), strict=True
+    ):
+        assert torch.equal(a, b), name
+    assert on.disc_mlm_head.weight is on.discriminator.electra.embeddings.word_embeddings.weight
+    out = on(ids, mask, rng=torch.Generator().manual_seed(0))
+    assert out.disc_mlm_loss is not None and out.disc_mlm_loss.item() > 0
+    expected = base.mlm_loss + 50.0 * base.disc_loss + out.disc_mlm_loss
+    assert out.loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    out.loss.backward()
+    assert on.disc_mlm_predictions.dense.weight.grad is not None
+    # Pre-training only: the discriminator users fine-tune has no such head.
+    assert not any("disc_mlm" in n for n, _ in on.discriminator.named_parameters())
+    with pytest.raises(ConfigError):
+        ObjectiveConfig(disc_mlm_weight=-1.0)
+
+
+def test_disc_prior_bias_is_off_by_default_and_starts_at_the_base_rate() -> None:
+    assert ObjectiveConfig().disc_prior_bias is False
+    plain = model().eval()
+    assert plain.discriminator.discriminator_predictions.dense_prediction.bias.item() == 0.0
+    on = model(disc_prior_bias=True, mask_prob=0.2).eval()
+    bias = on.discriminator.discriminator_predictions.dense_prediction.bias.item()
+    assert bias == pytest.approx(math.log(0.2 / 0.8))
+    ids, mask = blocks(B=8, L=64)
+    out = on(ids, mask, rng=torch.Generator().manual_seed(0), keep_tensors=True)
+    mean_p = torch.sigmoid(out.disc_logits)[mask.bool()].mean().item()
+    assert mean_p == pytest.approx(0.2, abs=0.03)
+    # Only that bias differs from the default initialisation.
+    for (name, a), (_, b) in zip(
+        on.state_dict().items(), model(mask_prob=0.2).state_dict().items(), strict=True
+    ):
+        assert torch.equal(a, b) or name.endswith("dense_prediction.bias"), name

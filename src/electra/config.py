@@ -46,6 +46,15 @@ class ElectraConfig:
     layer_norm_eps: float = field(default=1e-12, metadata={"doc": "LayerNorm epsilon."})
     initializer_range: float = field(default=0.02, metadata={"doc": "Std of the normal init."})
     pad_token_id: int = field(default=0, metadata={"doc": "Id of [PAD]."})
+    local_conv_kernel: int = field(
+        default=0,
+        metadata={
+            "doc": "Experimental locality bias (0: off, the paper's model): a residual "
+            "depthwise convolution of this odd width over the embeddings, before the "
+            "first layer. Not part of Hugging Face's ELECTRA: an export with it on loads "
+            "only in this toolkit (transformers would drop the convolution)."
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_attention_heads:
@@ -55,6 +64,12 @@ class ElectraConfig:
             )
         if self.hidden_act not in ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu"):
             raise ConfigError(f"hidden_act: unsupported activation {self.hidden_act!r}")
+        if self.local_conv_kernel < 0 or (
+            self.local_conv_kernel and self.local_conv_kernel % 2 == 0
+        ):
+            raise ConfigError(
+                f"local_conv_kernel must be 0 (off) or odd, got {self.local_conv_kernel}"
+            )
         for name in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")

@@ -244,6 +244,8 @@ def hf_config_dict(config: ElectraConfig, architecture: str, **extra: Any) -> di
     """A ``config.json`` body ``transformers.ElectraConfig`` reads."""
     out: dict[str, Any] = {"architectures": [architecture], "model_type": "electra"}
     out.update({k: getattr(config, k) for k in ElectraConfig.__dataclass_fields__})
+    if not config.local_conv_kernel:
+        del out["local_conv_kernel"]  # off: a plain transformers ELECTRA config
     out["position_embedding_type"] = "absolute"
     out["summary_type"] = "first"
     out["summary_use_proj"] = True

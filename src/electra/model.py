@@ -252,10 +252,20 @@ class ElectraModel(nn.Module):
         self.embeddings = embeddings if embeddings is not None else ElectraEmbeddings(config)
         if config.embedding_size != config.hidden_size:
             self.embeddings_project = nn.Linear(config.embedding_size, config.hidden_size)
+        if config.local_conv_kernel:
+            # Off by default. A residual depthwise convolution: every position sees its
+            # neighbours from the first step (PyTorch's default init, not BERT's).
+            self.local_conv = nn.Conv1d(
+                config.hidden_size,
+                config.hidden_size,
+                config.local_conv_kernel,
+                padding=config.local_conv_kernel // 2,
+                groups=config.hidden_size,
+            )
         self.encoder = Encoder(config)
         # Shared embeddings belong to (and were initialised by) another model.
         for child in self.children():
-            if child is not embeddings:
+            if child is not embeddings and not isinstance(child, nn.Conv1d):
                 init_weights(child, config.initializer_range)
 
     def forward(
@@ -268,6 +278,9 @@ class ElectraModel(nn.Module):
         x = self.embeddings(input_ids, token_type_ids)  # (B, L, E)
         if hasattr(self, "embeddings_project"):
             x = self.embeddings_project(x)  # (B, L, H)
+        if hasattr(self, "local_conv"):
+            y = x if attention_mask is None else x * attention_mask.unsqueeze(-1).to(x.dtype)
+            x = x + self.local_conv(y.transpose(1, 2)).transpose(1, 2)
         return self.encoder(x, attention_bias(attention_mask))
 
 

@@ -29,6 +29,7 @@ whose state the training loop checkpoints.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Union
@@ -38,7 +39,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from electra.config import ConfigError, ElectraConfig, generator_config
-from electra.model import ElectraDiscriminator, ElectraGenerator
+from electra.model import (
+    ElectraDiscriminator,
+    ElectraGenerator,
+    GeneratorPredictions,
+    TiedLMHead,
+    init_weights,
+)
 
 
 @dataclass
@@ -63,12 +70,32 @@ class ObjectiveConfig:
         default=0.85,
         metadata={"doc": "RTD: share of chosen positions set to [MASK] (rest kept)."},
     )
+    disc_prior_bias: bool = field(
+        default=False,
+        metadata={
+            "doc": "RTD, experimental (off: the paper's zero init): start the "
+            "discriminator's output bias at logit(mask_prob), the share of tokens "
+            "replaced, so the first steps need not push every token vector one way to "
+            "reach the base rate."
+        },
+    )
+    disc_mlm_weight: float = field(
+        default=0.0,
+        metadata={
+            "doc": "RTD, experimental (0: off, the paper's objective): weight of an "
+            "auxiliary loss on the discriminator, predicting the original token at the "
+            "chosen positions of the corrupted input (a corrective LM) through a head tied "
+            "to the embeddings. The head is used in pre-training only, never exported."
+        },
+    )
 
     def __post_init__(self) -> None:
         if not 0.0 < self.mask_prob < 1.0:
             raise ConfigError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
         if self.temperature <= 0:
             raise ConfigError(f"temperature must be positive, got {self.temperature}")
+        if self.disc_mlm_weight < 0:
+            raise ConfigError(f"disc_mlm_weight must be >= 0, got {self.disc_mlm_weight}")
 
 
 @dataclass(frozen=True)
@@ -354,6 +381,7 @@ class PretrainOutput:
     disc_accuracy: Tensor | None = None
     replaced_precision: Tensor | None = None
     replaced_recall: Tensor | None = None
+    disc_mlm_loss: Tensor | None = None
     # For visualisation: (B, L) corrupted ids, replaced labels, discriminator logits.
     corrupted_ids: Tensor | None = None
     replaced: Tensor | None = None
@@ -379,6 +407,7 @@ METRIC_NAMES = (
     "disc_accuracy",
     "replaced_precision",
     "replaced_recall",
+    "disc_mlm_loss",
 )
 
 
@@ -414,6 +443,19 @@ class ElectraForPretraining(nn.Module):
             self.generator = ElectraGenerator(
                 gen_cfg, embeddings=self.discriminator.electra.embeddings
             )
+            if objective.disc_prior_bias:
+                p = objective.mask_prob
+                with torch.no_grad():
+                    self.discriminator.discriminator_predictions.dense_prediction.bias.fill_(
+                        math.log(p / (1 - p))
+                    )
+            if objective.disc_mlm_weight > 0:
+                # Pre-training only: not part of the discriminator, so never exported.
+                self.disc_mlm_predictions = GeneratorPredictions(config)
+                init_weights(self.disc_mlm_predictions, config.initializer_range)
+                self.disc_mlm_head = TiedLMHead(
+                    self.discriminator.electra.embeddings.word_embeddings
+                )
         else:
             self.discriminator = None
             self.generator = ElectraGenerator(config)
@@ -483,7 +525,15 @@ class ElectraForPretraining(nn.Module):
         corrupted.view(-1).index_copy_(0, m.positions, sampled)
         replaced = corrupted != input_ids  # a sample equal to the original is original
 
-        disc_logits = self.discriminator(corrupted, attn, token_type_ids)  # (B, L)
+        disc_mlm_loss = None
+        if hasattr(self, "disc_mlm_head"):
+            h = self.discriminator.electra(corrupted, attn, token_type_ids)  # (B, L, H)
+            disc_logits = self.discriminator.discriminator_predictions(h)  # (B, L)
+            at = h.reshape(-1, h.shape[-1]).index_select(0, m.positions)
+            lm_logits = self.disc_mlm_head(self.disc_mlm_predictions(at))
+            disc_mlm_loss = F.cross_entropy(lm_logits.float(), m.labels)
+        else:
+            disc_logits = self.discriminator(corrupted, attn, token_type_ids)  # (B, L)
         weights = attention_mask.float()
         per_token = F.binary_cross_entropy_with_logits(
             disc_logits.float(), replaced.float(), reduction="none"
@@ -491,6 +541,8 @@ class ElectraForPretraining(nn.Module):
         n_tokens = weights.sum().clamp(min=1.0)
         disc_loss = (per_token * weights).sum() / n_tokens
         loss = obj.gen_weight * mlm_loss + obj.disc_weight * disc_loss
+        if disc_mlm_loss is not None:
+            loss = loss + obj.disc_mlm_weight * disc_mlm_loss
 
         with torch.no_grad():
             real = attention_mask.bool()
@@ -508,6 +560,7 @@ class ElectraForPretraining(nn.Module):
             disc_accuracy=disc_acc,
             replaced_precision=precision,
             replaced_recall=recall,
+            disc_mlm_loss=disc_mlm_loss,
         )
         if keep_tensors:
             out.corrupted_ids, out.replaced, out.disc_logits = corrupted, replaced, disc_logits
