@@ -95,3 +95,23 @@ def test_finetuning_plan_fits_the_budget_and_is_reused(
     monkeypatch.setattr(demo_module, "estimate_finetune_seconds", lambda d: 0.01)
     cmd10 = DemoCommand(finetune_minutes=10, epochs=3, nsmc_eval_examples=3000)
     assert demo_module.plan_finetuning(cmd10, tmp_path, plan).nsmc_train_examples == 12000
+
+
+@pytest.mark.slow
+def test_demo_stops_when_pre_training_was_interrupted(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from electra.train import Trainer
+
+    def interrupted(self: Trainer) -> dict:
+        run = Path(self.cfg.run.output_dir)
+        run.mkdir(parents=True, exist_ok=True)
+        summary = {"step": 7, "stopped": "signal"}  # checkpointed, nothing exported
+        (run / "summary.json").write_text(json.dumps(summary))
+        return summary
+
+    monkeypatch.setattr(Trainer, "fit", interrupted)
+    cmd = DemoCommand(data_dir=str(data_dir), output=str(tmp_path), smoke=True, progress=False)
+    with pytest.raises(SystemExit, match="interrupted at step 7.*run the demo again"):
+        demo(cmd)
+    assert not (tmp_path / "nsmc").exists()  # no fine-tuning of a model that was not exported

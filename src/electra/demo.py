@@ -207,6 +207,11 @@ def demo(cmd: DemoCommand) -> dict[str, Any]:
             )
         Trainer(cfg, resume=(run_dir / "checkpoints").is_dir()).fit()
     pre = json.loads(summary_path.read_text())
+    if pre.get("stopped") == "signal":  # Ctrl-C / SIGTERM: checkpointed, nothing exported
+        raise SystemExit(
+            f"pre-training was interrupted at step {pre.get('step')} (checkpoint saved in "
+            f"{run_dir}); run the demo again to resume it"
+        )
     times["pretrain_s"] = time.time() - t
 
     t = _stage(4, "fine-tuning the discriminator on NSMC")
