@@ -178,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "and fine-tune them.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="commands:\n"
-        + "\n".join(f"  {n:<10} {s}" for n, (_, _, s) in COMMANDS.items())
+        + "\n".join(f"  {n:<{max(map(len, COMMANDS))}} {s}" for n, (_, _, s) in COMMANDS.items())
         + "\n\nRun `electra COMMAND --help` for the options of one command.",
     )
     top.add_argument("command", choices=list(COMMANDS), metavar="COMMAND")
