@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
+from electra.checkpoint import CheckpointError
 from electra.config import ConfigError
-from electra.hf import CheckpointError
 
 transformers = pytest.importorskip("transformers")
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 from finetune_fixtures import KO_VOCAB
 
+from electra.checkpoint import CheckpointError
 from electra.finetune.modeling import (
     TaskInfo,
     copy_tokenizer,
@@ -17,7 +18,6 @@ from electra.finetune.modeling import (
     read_task_info,
     save_finetuned,
 )
-from electra.hf import CheckpointError
 
 transformers = pytest.importorskip("transformers")
 

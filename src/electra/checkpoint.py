@@ -31,7 +31,10 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from electra.hf import CheckpointError
+
+class CheckpointError(ValueError):
+    """A model directory or weights file is missing, corrupt or does not fit."""
+
 
 FORMAT_VERSION = 1
 _STEP_DIR = re.compile(r"^step-(\d{8,})$")

@@ -34,8 +34,9 @@ from typing import Any
 
 import torch
 
+from electra.checkpoint import CheckpointError
 from electra.config import ConfigError, ElectraConfig, generator_config
-from electra.hf import WEIGHT_FILES, CheckpointError, load_into, read_config, read_weights
+from electra.hf import WEIGHT_FILES, load_into, read_config, read_weights
 from electra.pretraining import ElectraForPretraining, ObjectiveConfig, SpecialIds
 
 # Model fields a continued run may change: everything else is the checkpoint's shape.

@@ -26,9 +26,9 @@ import torch
 from tokenizers import Tokenizer
 from torch import Tensor
 
+from electra.checkpoint import CheckpointError
 from electra.config import ConfigError
 from electra.hf import (
-    CheckpointError,
     atomic_save_safetensors,
     atomic_write_bytes,
     read_config,

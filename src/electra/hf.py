@@ -23,13 +23,9 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from electra.checkpoint import CheckpointError
 from electra.config import ConfigError, ElectraConfig, from_dict
 from electra.model import ElectraDiscriminator, ElectraGenerator, ElectraModel
-
-
-class CheckpointError(ValueError):
-    """A model directory or weights file is missing, corrupt or does not fit."""
-
 
 TOKENIZER_FILES = (
     "vocab.txt",

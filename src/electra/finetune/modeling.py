@@ -26,6 +26,7 @@ import torch
 from tokenizers import Tokenizer
 from torch import nn
 
+from electra.checkpoint import CheckpointError
 from electra.config import ConfigError, from_dict
 from electra.finetune.classification import CLASSIFICATION, REGRESSION
 from electra.finetune.common import Family, FeatureSettings
@@ -33,7 +34,6 @@ from electra.finetune.qa import QA
 from electra.finetune.tagging import TAGGING
 from electra.hf import (
     TOKENIZER_FILES,
-    CheckpointError,
     atomic_write_bytes,
     load_into,
     read_config,
