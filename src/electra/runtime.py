@@ -32,7 +32,6 @@ import dataclasses
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +39,12 @@ import numpy as np
 
 from electra.finetune import features as F
 from electra.finetune.common import (
-    FeatureSettings,
     QAExample,
     TaggingExample,
     TextExample,
     prepared_tokenizer,
 )
+from electra.finetune.features import TaskInfo
 
 MANIFEST = "electra_onnx.json"
 TASK_FILE = "electra_task.json"
@@ -56,28 +55,6 @@ SEQUENCE_LEVEL = ("classification", "regression")
 
 class ExportedModelError(ValueError):
     """An exported directory is unusable; the message names the file and what to do."""
-
-
-@dataclass
-class ModelInfo:
-    """What the runtime needs from ``electra_task.json`` (same names as ``TaskInfo``)."""
-
-    task: str
-    family: str
-    labels: list[str] = field(default_factory=list)
-    main_metric: str = ""
-    qa_style: str = "squad"
-    tagging_level: str = "word"
-    features: dict[str, Any] = field(default_factory=dict)
-    data: dict[str, Any] = field(default_factory=dict)
-    recipe: dict[str, Any] = field(default_factory=dict)
-    seed: int | None = None
-    best_epoch: int | None = None
-
-    @property
-    def settings(self) -> FeatureSettings:
-        known = {f.name for f in dataclasses.fields(FeatureSettings)}
-        return FeatureSettings(**{k: v for k, v in self.features.items() if k in known})
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
@@ -98,7 +75,7 @@ def read_manifest(path: Path) -> dict[str, Any]:
         raise ExportedModelError(f"{file}: not valid JSON ({exc})") from None
 
 
-def read_model_info(path: Path, manifest: dict[str, Any]) -> ModelInfo | None:
+def read_model_info(path: Path, manifest: dict[str, Any]) -> TaskInfo | None:
     """The task description, or ``None`` for an encoder without a task head."""
     if manifest.get("kind") == "encoder":
         return None
@@ -108,8 +85,8 @@ def read_model_info(path: Path, manifest: dict[str, Any]) -> ModelInfo | None:
             f"{file}: missing (the export is incomplete; export the model again)"
         )
     raw = json.loads(file.read_text(encoding="utf-8"))
-    known = {f.name for f in dataclasses.fields(ModelInfo)}
-    return ModelInfo(**{k: v for k, v in raw.items() if k in known})
+    known = {f.name for f in dataclasses.fields(TaskInfo)}
+    return TaskInfo(**{k: v for k, v in raw.items() if k in known})
 
 
 def choose_file(path: Path, manifest: dict[str, Any], precision: str) -> Path:
@@ -195,7 +172,7 @@ class OnnxModel:
     def max_length(self) -> int:
         return int(self.manifest["max_length"])
 
-    def require_head(self) -> ModelInfo:
+    def require_head(self) -> TaskInfo:
         """The task description; a clear error for an encoder exported without a task head."""
         if self.info is None:
             raise ExportedModelError(
@@ -296,4 +273,4 @@ class OnnxModel:
         return self.run(feats, batch_size)
 
 
-__all__ = ["ModelInfo", "OnnxModel", "ExportedModelError", "read_manifest"]
+__all__ = ["OnnxModel", "ExportedModelError", "read_manifest"]

@@ -12,7 +12,9 @@ call it, so the two backends cannot featurise or decode differently.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,6 +29,34 @@ from electra.finetune.common import (
 )
 
 IGNORE = -100
+FORMAT = 1  # version of electra_task.json
+
+
+@dataclass
+class TaskInfo:
+    """Contents of ``electra_task.json``."""
+
+    task: str
+    family: str
+    labels: list[str] = field(default_factory=list)
+    main_metric: str = ""
+    qa_style: str = "squad"
+    tagging_level: str = "word"
+    features: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    recipe: dict[str, Any] = field(default_factory=dict)
+    source_model: str = ""
+    seed: int | None = None
+    best_epoch: int | None = None
+    dev_scores: dict[str, Any] = field(default_factory=dict)
+    created: str = ""
+    format: int = FORMAT
+
+    @property
+    def settings(self) -> FeatureSettings:
+        known = {f.name for f in dataclasses.fields(FeatureSettings)}
+        return FeatureSettings(**{k: v for k, v in self.features.items() if k in known})
+
 
 # ---------------------------------------------------------------------------
 # Classification and regression

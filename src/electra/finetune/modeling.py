@@ -18,7 +18,7 @@ import dataclasses
 import json
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,8 @@ from torch import nn
 from electra.checkpoint import CheckpointError
 from electra.config import ConfigError, from_dict
 from electra.finetune.classification import CLASSIFICATION, REGRESSION
-from electra.finetune.common import Family, FeatureSettings
+from electra.finetune.common import Family
+from electra.finetune.features import TaskInfo
 from electra.finetune.qa import QA
 from electra.finetune.tagging import TAGGING
 from electra.hf import (
@@ -51,39 +52,12 @@ FAMILIES: dict[str, Family] = {
     "qa": QA,
 }
 TASK_FILE = "electra_task.json"
-FORMAT = 1
 
 
 def get_family(name: str) -> Family:
     if name not in FAMILIES:
         raise ValueError(f"unknown task family {name!r}; choose one of {', '.join(FAMILIES)}")
     return FAMILIES[name]
-
-
-@dataclass
-class TaskInfo:
-    """Contents of ``electra_task.json``."""
-
-    task: str
-    family: str
-    labels: list[str] = field(default_factory=list)
-    main_metric: str = ""
-    qa_style: str = "squad"
-    tagging_level: str = "word"
-    features: dict[str, Any] = field(default_factory=dict)
-    data: dict[str, Any] = field(default_factory=dict)
-    recipe: dict[str, Any] = field(default_factory=dict)
-    source_model: str = ""
-    seed: int | None = None
-    best_epoch: int | None = None
-    dev_scores: dict[str, Any] = field(default_factory=dict)
-    created: str = ""
-    format: int = FORMAT
-
-    @property
-    def settings(self) -> FeatureSettings:
-        known = {f.name for f in dataclasses.fields(FeatureSettings)}
-        return FeatureSettings(**{k: v for k, v in self.features.items() if k in known})
 
 
 @dataclass
