@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from electra.config import ConfigError
+from electra.config import ConfigError, Override
 
 
 @dataclass
@@ -59,7 +59,22 @@ class CompareCommand:
     )
     config: str = field(default="cpu", metadata={"doc": "Pre-training config (both arms)."})
     set: list[str] = field(
-        default_factory=list, metadata={"doc": "Pre-training overrides (both arms)."}
+        default_factory=list,
+        metadata={
+            "doc": "Pre-training overrides (both arms); the --SECTION.FIELD flags below "
+            "apply after them."
+        },
+    )
+    flags: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={
+            "doc": "Typed pre-training overrides {dotted key: value} (both arms), applied "
+            "after --set (on the command line: --optim.learning_rate 3e-4 and so on). "
+            "What compare fixes per arm (objective, blocks, run directory, steps, "
+            "checkpoints) wins over both.",
+            # By name: importing electra.train (torch) waits until compare runs.
+            "dotted": "electra.train:PretrainConfig",
+        },
     )
     tasks: list[str] = field(
         default_factory=lambda: ["nsmc", "sst2"], metadata={"doc": "Fine-tuning tasks."}
@@ -139,6 +154,11 @@ def build_blocks(cmd: CompareCommand, out: Path, data_dir: Path) -> Path:
     return blocks
 
 
+def recipe_overrides(cmd: CompareCommand) -> list[Override]:
+    """The user's pre-training overrides: ``--set`` first, then the dotted flags."""
+    return [*cmd.set, *cmd.flags.items()]
+
+
 def arm_run_dir(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> Path:
     """``OUT/ARM-XXXXXXXX``, keyed by the arm's recipe, blocks, budget and points.
 
@@ -147,7 +167,7 @@ def arm_run_dir(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> Path:
     """
     from electra.train import load_config
 
-    recipe = load_config(cmd.config, [*cmd.set, f"objective.objective='{arm}'"])
+    recipe = load_config(cmd.config, [*recipe_overrides(cmd), f"objective.objective='{arm}'"])
     recipe.data.blocks = str(blocks)
     key = [dataclasses.asdict(recipe), cmd.budget_flops, cmd.points]
     return out / f"{arm}-{_fingerprint(key)}"
@@ -163,7 +183,7 @@ def pretrain_arm(
     from electra.train import Trainer, export_run, load_config
 
     run = arm_run_dir(cmd, arm, blocks, out)
-    probe = load_config(cmd.config, [*cmd.set, f"objective.objective='{arm}'"])
+    probe = load_config(cmd.config, [*recipe_overrides(cmd), f"objective.objective='{arm}'"])
     flops_step = _flops_per_step(probe, blocks)
     steps = int(cmd.budget_flops // flops_step)
     if steps < 10:
@@ -176,7 +196,7 @@ def pretrain_arm(
     cfg = load_config(
         cmd.config,
         [
-            *cmd.set,
+            *recipe_overrides(cmd),
             f"objective.objective='{arm}'",
             f"data.blocks={json.dumps(str(blocks))}",
             f"run.output_dir={json.dumps(str(run))}",
@@ -235,7 +255,7 @@ def untrained_encoder(cmd: CompareCommand, blocks: Path, out: Path) -> Path:
     from electra.model import ElectraDiscriminator
     from electra.train import load_config, resolve_model
 
-    cfg = load_config(cmd.config, list(cmd.set))
+    cfg = load_config(cmd.config, recipe_overrides(cmd))
     model_cfg = resolve_model(cfg, open_blocks(blocks, "train").vocab_size, "compare")
     target = out / f"none-{_fingerprint(dataclasses.asdict(model_cfg))}" / "hf" / "discriminator"
     if not (target / "config.json").is_file():

@@ -13,6 +13,7 @@ import dataclasses
 import difflib
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
@@ -290,34 +291,60 @@ def to_dict(obj: Any) -> dict[str, Any]:
     return dataclasses.asdict(obj)
 
 
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """Parse ``a.b=value`` from ``--set``; the value is read as TOML when it can be."""
+def _toml_value(raw: str) -> Any:
+    """``raw`` read as a TOML value (``3e-4``, ``10``, ``true``, ``"x"``), else the bare text."""
     import tomllib
 
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw  # a bare string such as a path
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Parse ``a.b=value`` from ``--set``; the value is read as TOML when it can be."""
     if "=" not in text:
         raise ConfigError(f"--set {text!r}: expected key=value")
     key, raw = text.split("=", 1)
     key = key.strip()
     if not key:
         raise ConfigError(f"--set {text!r}: empty key")
-    try:
-        value = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw  # a bare string such as a path
-    return key.split("."), value
+    return key.split("."), _toml_value(raw)
 
 
-def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``--set a.b=value`` overrides to a nested dict (returns a new dict)."""
+def parse_value(text: str, tp: Any, where: str) -> Any:
+    """A command-line value for a field annotated ``tp``, checked as :func:`from_dict` checks.
+
+    The text is read as TOML as ``--set`` reads it, except for a plain ``str`` field, which
+    takes it verbatim (a path named ``2024`` or ``true`` stays a string).
+    """
+    return _coerce(text if tp is str else _toml_value(text), tp, where)
+
+
+Override = str | tuple[str, Any]
+"""One override: ``--set`` text ``"a.b=value"`` or an already typed ``("a.b", value)``."""
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[Override]) -> dict[str, Any]:
+    """Apply overrides, in order, to a nested dict (returns a new dict).
+
+    Each is ``--set`` text ``a.b=value`` or a typed pair ``("a.b", value)`` (the dotted
+    flags such as ``--optim.learning_rate``).
+    """
     import copy
 
     out = copy.deepcopy(data)
-    for text in overrides:
-        path, value = parse_override(text)
+    for item in overrides:
+        if isinstance(item, str):
+            path, value = parse_override(item)
+            label = f"--set {item!r}"
+        else:
+            key, value = item
+            path, label = key.split("."), f"--{key}"
         node = out
         for part in path[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise ConfigError(f"--set {text!r}: {part!r} is not a table")
+                raise ConfigError(f"{label}: {part!r} is not a table")
         node[path[-1]] = value
     return out

@@ -36,6 +36,7 @@ import signal
 import sys
 import time
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -49,6 +50,7 @@ from electra import checkpoint as ckpt
 from electra.config import (
     ConfigError,
     ElectraConfig,
+    Override,
     apply_overrides,
     from_dict,
     generator_config,
@@ -143,10 +145,27 @@ class RunConfig:
 
 
 @dataclass
+class ModelKeys(ElectraConfig):
+    """The model: a preset's shape, with any of these fields overriding it.
+
+    The keys the ``[model]`` table may hold, for the ``--model.*`` flags; never built.
+    """
+
+    preset: str = field(
+        default="small",
+        metadata={"doc": "Paper shape the other model keys override (small, base, large, tiny)."},
+    )
+
+
+@dataclass
 class PretrainConfig:
     """A whole pre-training run (one TOML file)."""
 
-    model: dict[str, Any] = field(default_factory=lambda: {"preset": "small"})
+    # A table rather than an ElectraConfig so that only the keys given override the preset;
+    # ModelKeys lists the keys it may hold (the CLI's --model.* flags).
+    model: dict[str, Any] = field(
+        default_factory=lambda: {"preset": "small"}, metadata={"keys": ModelKeys}
+    )
     init: InitConfig = field(default_factory=InitConfig)
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
@@ -160,8 +179,12 @@ def builtin_configs() -> list[str]:
     return sorted(p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
 
 
-def load_config(source: str | None, overrides: list[str] = ()) -> PretrainConfig:
-    """A config from a TOML file or a built-in name, with ``--set`` overrides applied."""
+def load_config(source: str | None, overrides: Sequence[Override] = ()) -> PretrainConfig:
+    """A config from a TOML file or a built-in name, with overrides applied in order.
+
+    An override is ``--set`` text ``"optim.learning_rate=3e-4"`` or a typed pair
+    ``("optim.learning_rate", 3e-4)`` (what the ``--optim.learning_rate`` flag gives).
+    """
     data: dict[str, Any] = {}
     where = "defaults"
     if source:
@@ -1002,7 +1025,19 @@ class PretrainCommand:
         metadata={"doc": "TOML file or built-in name (small, base, large, cpu, tiny, continue)."},
     )
     set: list[str] = field(
-        default_factory=list, metadata={"doc": "Overrides such as optim.learning_rate=3e-4."}
+        default_factory=list,
+        metadata={
+            "doc": "Overrides such as optim.learning_rate=3e-4 (after the recipe; the "
+            "--SECTION.FIELD flags below apply after --set)."
+        },
+    )
+    flags: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={
+            "doc": "Typed overrides {dotted key: value}, applied after --set and the "
+            "shortcuts below (on the command line: one --SECTION.FIELD flag per field).",
+            "dotted": PretrainConfig,
+        },
     )
     data: str | None = field(default=None, metadata={"doc": "Blocks directory (data.blocks)."})
     output: str | None = field(
@@ -1029,6 +1064,9 @@ class PretrainCommand:
 def pretrain_cli(cmd: PretrainCommand) -> int:
     """Pre-train over blocks from `electra prepare`; --resume continues a run exactly.
 
+    Every recipe field is also a flag (--optim.learning_rate 3e-4); precedence, lowest
+    first: the --config recipe, --set, --data/--output/--objective/--init-*, dotted flags.
+
     Data parallel: torchrun --nproc_per_node N -m electra.cli pretrain ...
     Continue a released ELECTRA on your domain:
     electra pretrain --config continue --init-from DISC [--init-generator GEN] --data ...
@@ -1046,7 +1084,7 @@ def pretrain_cli(cmd: PretrainCommand) -> int:
         if not cmd.init_from:
             raise ConfigError("--init-generator needs --init-from (the discriminator directory)")
         overrides.append(f"init.generator={json.dumps(cmd.init_generator)}")
-    cfg = load_config(cmd.config, overrides)
+    cfg = load_config(cmd.config, [*overrides, *cmd.flags.items()])
     summary = Trainer(cfg, resume=cmd.resume).fit()
     if dist.is_initialized():
         dist.destroy_process_group()
