@@ -54,28 +54,31 @@ from typing import Any
 from electra.finetune.common import (
     DatasetError,
     Splits,
-    TaggingExample,
     TextExample,
     where,
+)
+from electra.finetune.families import (
+    CLASSIFICATION,
+    QA,
+    REGRESSION,
+    TAGGING,
+    Family,
+    family_names,
+    get_family,
 )
 from electra.finetune.readers import (
     NSMC_LABELS,
     read_conll,
     read_json_array,
-    read_jsonl,
     read_klue_ner,
     read_nsmc_ratings,
     read_nsmc_raw,
     read_squad,
-    read_table,
     read_tsv,
     require_columns,
-    tagging_from_rows,
     text_examples,
 )
 from electra.paths import default_data_dir
-
-FAMILIES = ("classification", "regression", "tagging", "qa")
 
 
 def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path:
@@ -109,10 +112,16 @@ class DataOptions:
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """A task: its family, metric, fixed labels (if any) and data loader."""
+    """A task: its family, metric, fixed labels (if any) and data loader.
+
+    ``family`` is a registered :class:`~electra.finetune.families.Family` (a
+    family's name is accepted and looked up); results files record its name.
+    ``epochs``: the task's Table 7 epochs where they differ from its family's
+    (10 for RTE and STS); ``main_metric`` "" is the family's.
+    """
 
     name: str
-    family: str
+    family: Family
     main_metric: str
     description: str
     loader: Callable[[TaskSpec, DataOptions], Splits]
@@ -120,6 +129,17 @@ class TaskSpec:
     qa_style: str = "squad"
     glue: str | None = None
     reader: Callable[[Path], list[Any]] | None = None
+    epochs: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "family", get_family(self.family))
+        if not self.main_metric:
+            object.__setattr__(self, "main_metric", self.family.main_metric)
+
+    @property
+    def default_epochs(self) -> int:
+        """Table 7 epochs: the task's own, else its family's."""
+        return self.epochs or self.family.default_epochs
 
 
 @dataclass
@@ -211,14 +231,6 @@ def balance_classes(items: Sequence[TextExample], seed: int) -> list[TextExample
     return [items[i] for i in sorted(keep)]
 
 
-def _strata(family: str) -> dict[str, Callable[[Any], Any] | None]:
-    if family == "classification":
-        return {"key": lambda e: e.label}
-    if family == "qa":
-        return {"group": lambda e: e.title or e.context}
-    return {}
-
-
 def subsample(items: Sequence[Any], limit: int, seed: int) -> list[Any]:
     """At most ``limit`` items, a seeded random subset in the original order (0 = all)."""
     if not limit or limit >= len(items):
@@ -255,7 +267,7 @@ def _assemble(
 ) -> Splits:
     """Read the files and fill missing splits with seeded splits (see the module doc)."""
     notes: dict[str, str] = {}
-    strata = _strata(spec.family)
+    strata = spec.family.split_strata()
     seed = opts.split_seed
 
     def read(kind: str, user: str, official: Path | None) -> list[Any] | None:
@@ -442,7 +454,7 @@ def _nsmc_read(p: Path) -> list[TextExample]:
 def _nsmc_loader(spec: TaskSpec, opts: DataOptions) -> Splits:
     d = resolve_data_dir(opts.data_dir) / "nsmc"
     seed = opts.split_seed
-    strata = _strata("classification")
+    strata = spec.family.split_strata()
 
     read = _nsmc_read
     train_p = Path(opts.train_file) if opts.train_file else None
@@ -504,50 +516,13 @@ def _nsmc_loader(spec: TaskSpec, opts: DataOptions) -> Splits:
     return Splits(train, dev, test, notes)
 
 
-def _custom_reader(opts: DataOptions, family: str) -> Callable[[Path], list[Any]]:
-    if family == "qa":
-        return lambda p: read_squad(p)
-    if family == "tagging":
-
-        def read_tags(p: Path) -> list[TaggingExample]:
-            if p.suffix.lower() in (".jsonl", ".ndjson", ".json"):
-                _, rows = read_jsonl(p) if p.suffix.lower() != ".json" else read_json_array(p)
-                cols = list(rows[0][1]) if rows else []
-                tok_col = opts.text_column or "tokens"
-                tag_col = opts.label_column or "tags"
-                require_columns(p, cols, {"--text-column": tok_col, "--label-column": tag_col})
-                return tagging_from_rows(p, rows, tok_col, tag_col)
-            return read_conll(p)
-
-        return read_tags
-    text_col = opts.text_column or "text"
-    label_col = opts.label_column or "label"
-    pair_col = opts.text_pair_column or None
-
-    def read(p: Path) -> list[TextExample]:
-        names, rows = read_table(p)
-        needed = {"--text-column": text_col, "--label-column": label_col}
-        if pair_col:
-            needed["--text-pair-column"] = pair_col
-        if p.suffix.lower() in (".csv", ".tsv", ".tab"):
-            require_columns(p, names, needed)
-        return text_examples(p, rows, text_col, pair_col, label_col, family == "regression")
-
-    return read
-
-
 def _custom_loader(spec: TaskSpec, opts: DataOptions) -> Splits:
     if not opts.train_file:
         raise ValueError(
             "task 'custom' needs --train-file (and optionally --dev-file, --test-file), "
             "with --text-column/--text-pair-column/--label-column for tables"
         )
-    family = opts.task_type or "classification"
-    if family not in FAMILIES:
-        raise ValueError(f"--task-type must be one of {', '.join(FAMILIES)}; got {family!r}")
-    reader = _custom_reader(opts, family)
-    spec = replace(spec, family=family)
-    splits = _assemble(spec, opts, Layout(), reader)
+    splits = _assemble(spec, opts, Layout(), spec.family.custom_reader(opts))
     if not opts.test_file:
         # carve a test split from train as well
         src = splits.notes["train"]
@@ -557,7 +532,7 @@ def _custom_loader(spec: TaskSpec, opts: DataOptions) -> Splits:
             else opts.test_fraction
         )
         splits.train, splits.test = seeded_split(
-            splits.train, [1 - f, f], opts.split_seed + 1, **_strata(family)
+            splits.train, [1 - f, f], opts.split_seed + 1, **spec.family.split_strata()
         )
         splits.notes["train"] = f"{src}, then seeded {1 - f:.0%} of that"
         splits.notes["test"] = f"{src}: seeded slice (split_seed {opts.split_seed + 1})"
@@ -604,8 +579,6 @@ TASKS: dict[str, TaskSpec] = {}
 
 def register(spec: TaskSpec) -> TaskSpec:
     """Add a task to the registry (also for users' own tasks in Python)."""
-    if spec.family not in FAMILIES:
-        raise ValueError(f"task {spec.name!r}: unknown family {spec.family!r}")
     if spec.reader is None and hasattr(spec.loader, "reader"):
         spec = replace(spec, reader=spec.loader.reader)
     TASKS[spec.name] = spec
@@ -615,7 +588,7 @@ def register(spec: TaskSpec) -> TaskSpec:
 for _spec in [
     TaskSpec(
         "nsmc",
-        "classification",
+        CLASSIFICATION,
         "accuracy",
         "Naver movie review sentiment (Korean, binary)",
         _nsmc_loader,
@@ -624,7 +597,7 @@ for _spec in [
     ),
     TaskSpec(
         "sst2",
-        "classification",
+        CLASSIFICATION,
         "accuracy",
         "GLUE SST-2 sentiment",
         _builtin(_layout_glue("SST-2"), _glue_reader("sentence", None, "label", BINARY)),
@@ -633,7 +606,7 @@ for _spec in [
     ),
     TaskSpec(
         "cola",
-        "classification",
+        CLASSIFICATION,
         "mcc",
         "GLUE CoLA acceptability (Matthews correlation)",
         _builtin(
@@ -652,7 +625,7 @@ for _spec in [
     ),
     TaskSpec(
         "mrpc",
-        "classification",
+        CLASSIFICATION,
         "acc_and_f1",
         "GLUE MRPC paraphrase (accuracy and F1)",
         _builtin(_mrpc_layout, _mrpc_train),
@@ -661,26 +634,28 @@ for _spec in [
     ),
     TaskSpec(
         "stsb",
-        "regression",
+        REGRESSION,
         "spearman",
         "GLUE STS-B similarity 0-5 (Spearman; Pearson reported)",
         _builtin(
             _layout_glue("STS-B"), _glue_reader("sentence1", "sentence2", "score", None, True)
         ),
         glue="stsb",
+        epochs=10,
     ),
     TaskSpec(
         "rte",
-        "classification",
+        CLASSIFICATION,
         "accuracy",
         "GLUE RTE entailment",
         _builtin(_layout_glue("RTE"), _glue_reader("sentence1", "sentence2", "label", RTE_LABELS)),
         labels=_fixed(RTE_LABELS),
         glue="rte",
+        epochs=10,
     ),
     TaskSpec(
         "qnli",
-        "classification",
+        CLASSIFICATION,
         "accuracy",
         "GLUE QNLI (only dev staged: split 80/10/10)",
         _builtin(
@@ -692,7 +667,7 @@ for _spec in [
     ),
     TaskSpec(
         "wnli",
-        "classification",
+        CLASSIFICATION,
         "accuracy",
         "GLUE WNLI (excluded from the GLUE average, as in BERT/ELECTRA)",
         _builtin(
@@ -703,7 +678,7 @@ for _spec in [
     ),
     TaskSpec(
         "klue-nli",
-        "classification",
+        CLASSIFICATION,
         "accuracy",
         "KLUE NLI (dev only: split 80/10/10)",
         _builtin(
@@ -716,7 +691,7 @@ for _spec in [
     ),
     TaskSpec(
         "klue-sts",
-        "regression",
+        REGRESSION,
         "pearson",
         "KLUE STS 0-5 (dev only: split 80/10/10; Pearson as KLUE)",
         _builtin(
@@ -725,10 +700,11 @@ for _spec in [
             ),
             _klue_json_reader("sentence1", "sentence2", True, None),
         ),
+        epochs=10,
     ),
     TaskSpec(
         "klue-ner",
-        "tagging",
+        TAGGING,
         "f1",
         "KLUE NER, character-level BIO (dev only: split 80/10/10)",
         _builtin(
@@ -741,7 +717,7 @@ for _spec in [
     ),
     TaskSpec(
         "kornli",
-        "classification",
+        CLASSIFICATION,
         "accuracy",
         "KorNLI (XNLI-ko dev as dev, test as test; train via --train-file)",
         _builtin(
@@ -756,7 +732,7 @@ for _spec in [
     ),
     TaskSpec(
         "korsts",
-        "regression",
+        REGRESSION,
         "spearman",
         "KorSTS similarity 0-5 (official train/dev/test)",
         _builtin(
@@ -767,10 +743,11 @@ for _spec in [
             ),
             _glue_reader("sentence1", "sentence2", "score", None, True),
         ),
+        epochs=10,
     ),
     TaskSpec(
         "wnut17",
-        "tagging",
+        TAGGING,
         "f1",
         "WNUT-17 emerging entities, word-level BIO (official train/dev/test)",
         _builtin(
@@ -785,7 +762,7 @@ for _spec in [
     ),
     TaskSpec(
         "korquad",
-        "qa",
+        QA,
         "f1",
         "KorQuAD 1.0 (dev only: split 80/10/10 by article; KorQuAD EM/F1)",
         _builtin(
@@ -798,14 +775,14 @@ for _spec in [
     ),
     TaskSpec(
         "xquad-en",
-        "qa",
+        QA,
         "f1",
         "XQuAD English (SQuAD v1.1 dev subset; split 80/10/10 by article)",
         _builtin(lambda d: _single(d, "qa", "xquad", "xquad.en.json"), read_squad),
     ),
     TaskSpec(
         "squad",
-        "qa",
+        QA,
         "f1",
         "SQuAD v1.1 (qa/squad/train-v1.1.json, dev-v1.1.json as test; or --train-file)",
         _builtin(
@@ -819,7 +796,7 @@ for _spec in [
     ),
     TaskSpec(
         "custom",
-        "classification",
+        CLASSIFICATION,
         "",
         "your own CSV/TSV/JSONL/CoNLL/SQuAD files (--train-file, --task-type)",
         _custom_loader,
@@ -839,13 +816,6 @@ ALIASES = {
     "korquad1": "korquad",
 }
 
-DEFAULT_MAIN_METRIC = {
-    "classification": "accuracy",
-    "regression": "spearman",
-    "tagging": "f1",
-    "qa": "f1",
-}
-
 
 def get_task(name: str) -> TaskSpec:
     """The task called ``name`` (case-insensitive, a few aliases); clear error otherwise."""
@@ -863,49 +833,31 @@ def get_task(name: str) -> TaskSpec:
 # ---------------------------------------------------------------------------
 
 
-def _label_sort_key(label: str) -> tuple[int, float, str]:
-    try:
-        return (0, float(label), label)
-    except ValueError:
-        return (1, 0.0, label)
-
-
 def infer_labels(spec: TaskSpec, train: Sequence[Any]) -> list[str]:
     """The label set: fixed for built-in tasks, else inferred from train."""
-    if spec.family in ("regression", "qa"):
+    if not spec.family.has_labels:
         return []
     if spec.labels is not None:
         return list(spec.labels)
-    if spec.family == "tagging":
-        tags = {t for e in train for t in (e.tags or [])}
-        types = sorted({t[2:] for t in tags if t != "O"})
-        return ["O"] + [f"{p}-{t}" for t in types for p in ("B", "I")]
-    return sorted({e.label for e in train}, key=_label_sort_key)
+    return spec.family.infer_labels(train)
 
 
 def check_labels(
     spec: TaskSpec, splits: Splits, labels: Sequence[str], origin: str | None = None
 ) -> None:
     """Every dev/test label must be one the model can predict (i.e. seen in train)."""
-    if spec.family in ("regression", "qa"):
-        return
-    known = set(labels)
     if origin is None:
         origin = "the task's label set" if spec.labels is not None else "train"
     for kind in ("train", "dev", "test"):
-        for e in getattr(splits, kind):
-            if spec.family == "tagging":
-                bad = next((t for t in (e.tags or []) if t not in known), None)
-                if bad is not None:
-                    raise DatasetError(
-                        f"{e.source}, field 'tag': {kind} tag {bad!r} does not occur in "
-                        f"{origin} (tags: {', '.join(labels)})"
-                    )
-            elif e.label is not None and e.label not in known:
-                raise DatasetError(
-                    f"{e.source}, field 'label': {kind} label {e.label!r} does not occur in "
-                    f"{origin} (labels: {', '.join(map(str, labels))})"
-                )
+        spec.family.check_labels(getattr(splits, kind), labels, kind, origin)
+
+
+def custom_task(family: str | Family) -> TaskSpec:
+    """The ``custom`` task of one family (``--task-type``): its metric, reader and splits."""
+    if isinstance(family, str) and family not in family_names():
+        raise ValueError(f"--task-type must be one of {', '.join(family_names())}; got {family!r}")
+    fam = get_family(family)
+    return replace(TASKS["custom"], family=fam, main_metric=fam.main_metric)
 
 
 def load_task_data(
@@ -917,13 +869,10 @@ def load_task_data(
     opts = options or DataOptions()
     spec = get_task(task) if isinstance(task, str) else task
     if spec.name == "custom":
-        family = opts.task_type or "classification"
-        if family not in FAMILIES:
-            raise ValueError(f"--task-type must be one of {', '.join(FAMILIES)}; got {family!r}")
-        spec = replace(spec, family=family, main_metric=DEFAULT_MAIN_METRIC[family])
-    elif opts.task_type and opts.task_type != spec.family:
+        spec = custom_task(opts.task_type or CLASSIFICATION)
+    elif opts.task_type and opts.task_type != spec.family.name:
         raise ValueError(
-            f"--task-type {opts.task_type!r} does not fit task {spec.name!r} ({spec.family})"
+            f"--task-type {opts.task_type!r} does not fit task {spec.name!r} ({spec.family.name})"
         )
     splits = spec.loader(spec, opts)
     if not splits.train:
@@ -942,7 +891,7 @@ def read_task_file(
     opts = options or DataOptions()
     p = Path(path)
     if spec.name == "custom" or spec.reader is None:
-        return _custom_reader(opts, spec.family)(p)
+        return spec.family.custom_reader(opts)(p)
     return spec.reader(p)
 
 
@@ -1011,6 +960,7 @@ __all__ = [
     "TaskSpec",
     "TASKS",
     "check_labels",
+    "custom_task",
     "get_task",
     "infer_labels",
     "load_task_data",
