@@ -417,21 +417,7 @@ class EvaluateArgs:
 
 
 def _data_options_for(ft: Finetuned, args: Any) -> DataOptions:
-    stored = dict(ft.info.data)
-    known = {f.name for f in dataclasses.fields(DataOptions)}
-    opts = DataOptions(**{k: v for k, v in stored.items() if k in known})
-    opts.balance = bool(stored.get("balance", False))  # models saved before balancing: all
-    if getattr(args, "data_dir", ""):
-        opts.data_dir = str(Path(args.data_dir).resolve())
-    for name in ("text_column", "text_pair_column", "label_column"):
-        if getattr(args, name, ""):
-            setattr(opts, name, getattr(args, name))
-    if not opts.task_type and ft.info.task == "custom":
-        opts.task_type = ft.info.family
-    return opts
-
-
-def _data_options_for(ft: Finetuned, args: Any) -> DataOptions:
+    """The data options saved with the model, with the flags given to ``electra evaluate``."""
     stored = dict(ft.info.data)
     known = {f.name for f in dataclasses.fields(DataOptions)}
     opts = DataOptions(**{k: v for k, v in stored.items() if k in known})
