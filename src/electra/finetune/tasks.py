@@ -506,17 +506,23 @@ def _mrpc_layout(d: Path) -> Layout:
     )
 
 
+def mrpc_dev_ids(path: Path) -> set[tuple[str, str]]:
+    """The (#1 ID, #2 ID) pairs of GLUE's MRPC dev set (``dev_ids.tsv``)."""
+    dev_ids = set()
+    for line in path.read_text(encoding="utf-8-sig").split("\n"):
+        if line.strip():
+            a, b = line.strip().split("\t")
+            dev_ids.add((a, b))
+    return dev_ids
+
+
 def _mrpc_train(path: Path) -> list[TextExample]:
     """MRPC rows; ``msr_paraphrase_train.txt`` loses the GLUE dev pairs (``dev_ids.tsv``)."""
     raw = path
     ids = path.parent / "dev_ids.tsv"
     reader = _glue_reader("#1 String", "#2 String", "Quality", MRPC_LABELS)
     if path.name == "msr_paraphrase_train.txt" and ids.is_file():
-        dev_ids = set()
-        for line in ids.read_text(encoding="utf-8-sig").split("\n"):
-            if line.strip():
-                a, b = line.strip().split("\t")
-                dev_ids.add((a, b))
+        dev_ids = mrpc_dev_ids(ids)
         names, rows = read_tsv(raw)
         keep = [(n, r) for n, r in rows if (r["#1 ID"], r["#2 ID"]) not in dev_ids]
         return text_examples(raw, keep, "#1 String", "#2 String", "Quality", False, MRPC_LABELS)
