@@ -122,7 +122,7 @@ class Family:
     def score(
         self, examples: Sequence[Any], predictions: Sequence[Any], labels: Sequence[str], **kw: Any
     ) -> dict[str, float]:
-        """Scores of the predictions against the gold answers (all: higher is better)."""
+        """Scores of the predictions against the gold answers."""
         return self.torch.score(examples, predictions, labels, **kw)
 
     # -- metrics --------------------------------------------------------------
