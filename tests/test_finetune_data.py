@@ -150,7 +150,7 @@ def test_custom_csv_tsv_jsonl(tmp_path: Path) -> None:
     opts = DataOptions(train_file=str(csv_path), text_column="review", label_column="stars")
     d = load_task_data("custom", opts)
     assert d.labels == ["mid", "neg", "pos"]  # inferred from train, sorted
-    assert d.spec.family == "classification"
+    assert d.spec.family.name == "classification"
     n = len(d.splits.train) + len(d.splits.dev) + len(d.splits.test)
     assert n == 60 and len(d.splits.test) == 6 and len(d.splits.dev) == 6
     assert {e.text for e in d.splits.train} == {t for t, _ in rows}

@@ -43,6 +43,7 @@ import torch
 from torch import nn
 
 from electra.checkpoint import CheckpointError
+from electra.finetune.families import get_family
 from electra.finetune.modeling import (
     TASK_FILE,
     read_task_info,
@@ -109,8 +110,13 @@ def load_for_export(model_dir: Path) -> tuple[nn.Module, dict[str, Any]]:
     return _Encoder(encoder).eval(), meta
 
 
+def _per_sequence(meta: dict[str, Any]) -> bool:
+    """One output row per input (classification, regression), not one per token."""
+    return meta["family"] is not None and get_family(meta["family"]).sequence_level
+
+
 def _output_axes(meta: dict[str, Any]) -> dict[int, str]:
-    if meta["family"] in ("classification", "regression"):
+    if _per_sequence(meta):
         return {0: "batch"}
     return {0: "batch", 1: "sequence"}
 
@@ -143,7 +149,7 @@ def ort_outputs(path: Path, batch: dict[str, np.ndarray]) -> np.ndarray:
 def max_difference(ours: np.ndarray, ref: np.ndarray, mask: np.ndarray, meta: dict) -> float:
     """Largest absolute difference over real (non-padding) positions."""
     diff = np.abs(ours.astype(np.float64) - ref.astype(np.float64))
-    if meta["family"] not in ("classification", "regression"):
+    if not _per_sequence(meta):
         diff = diff * mask[..., None]
     return float(diff.max())
 

@@ -32,7 +32,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from electra.finetune.common import TaggingExample, TextExample
+from electra.finetune.common import DatasetError, where
+from electra.finetune.families import get_family
+from electra.finetune.readers import _lines, _open_text
 
 
 def _doc(text: str, **kw: Any) -> Any:
@@ -84,9 +86,7 @@ class PredictInput:
 
 def read_text_lines(path: Path, info: Any) -> PredictInput:
     """One example per non-empty line; empty lines are kept as skipped (line, reason)."""
-    from electra.finetune.common import DatasetError, where
-    from electra.finetune.readers import _lines, _open_text
-
+    family = get_family(info.family)
     text = _open_text(path)
     if text.endswith("\n"):
         text = text[:-1]  # the newline ending the last line does not start another
@@ -95,15 +95,7 @@ def read_text_lines(path: Path, info: Any) -> PredictInput:
         if not line.strip():
             out.skipped.append((n, "empty line"))
             continue
-        src = where(path, n)
-        if info.family == "tagging":
-            if info.tagging_level == "char":
-                out.examples.append(TaggingExample.from_chars(line, source=src))
-            else:
-                out.examples.append(TaggingExample.from_words(line.split(), source=src))
-        else:
-            a, _, b = line.partition("\t")
-            out.examples.append(TextExample(a, b if b else None, None, guid=str(n), source=src))
+        out.examples.append(family.example_from_line(line, n, where(path, n), info))
         out.lines.append(n)  # type: ignore[union-attr]
     if not out.examples:
         raise DatasetError(f"{path}: no text on any line (no examples)")
@@ -112,43 +104,11 @@ def read_text_lines(path: Path, info: Any) -> PredictInput:
 
 def read_predict_input(info: Any, args: PredictArgs) -> PredictInput:
     """Examples to predict on, in the model family's input formats."""
-    from electra.finetune.readers import (
-        read_conll,
-        read_squad,
-        read_table,
-        require_columns,
-        tagging_from_rows,
-        text_examples,
-    )
-
     path = Path(args.input)
-    family = info.family
-    suffix = path.suffix.lower()
-    if family == "qa":
-        return PredictInput(read_squad(path, require_answers=False))
-    if suffix in (".txt", ""):
+    family = get_family(info.family)
+    if family.reads_lines(path):
         return read_text_lines(path, info)
-    if family == "tagging":
-        if suffix in (".conll", ".bio"):
-            return PredictInput(read_conll(path))
-        _, rows = read_table(path)
-        return PredictInput(
-            tagging_from_rows(path, rows, args.text_column or "tokens", args.label_column)
-        )
-    names, rows = read_table(path)
-    text_col = args.text_column or info.data.get("text_column") or "text"
-    pair_col = args.text_pair_column or info.data.get("text_pair_column") or None
-    label_col = args.label_column or None
-    needed = {"--text-column": text_col}
-    if pair_col:
-        needed["--text-pair-column"] = pair_col
-    if label_col:
-        needed["--label-column"] = label_col
-    if suffix in (".csv", ".tsv", ".tab"):
-        require_columns(path, names, needed)
-    return PredictInput(
-        text_examples(path, rows, text_col, pair_col, label_col, regression=family == "regression")
-    )
+    return PredictInput(family.read_predict_file(path, info, args))
 
 
 def limit(data: PredictInput, n: int) -> PredictInput:
@@ -167,7 +127,7 @@ def load_predictor(args: PredictArgs) -> Any:
         from electra.runtime import OnnxModel
 
         return OnnxModel.load(args.model, precision=args.precision, threads=args.threads)
-    from electra.finetune.run import TorchPredictor
+    from electra.finetune.commands import TorchPredictor  # PyTorch: only for this backend
 
     return TorchPredictor(args.model, args.device, bf16=args.bf16, progress=args.progress)
 
@@ -185,31 +145,19 @@ def ordered_lines(data: PredictInput, records: list[dict[str, Any]]) -> list[str
 
 def check_labels_of(info: Any, examples: list[Any]) -> None:
     """Gold labels (or tags) in the input must be ones the model can predict."""
-    if info.family not in ("classification", "tagging"):
-        return
-    from electra.finetune.common import Splits
-    from electra.finetune.tasks import TaskSpec, check_labels
-
-    spec = TaskSpec(info.task, info.family, "", "", lambda *_: None, tuple(info.labels))
-    check_labels(spec, Splits([], [], examples), info.labels, origin="the model's labels")
+    get_family(info.family).check_labels(examples, info.labels, "test", "the model's labels")
 
 
 def gold_scores(info: Any, examples: list[Any], preds: list[Any]) -> dict[str, float] | None:
     """Scores against gold answers when every example has one (needs the full install)."""
-    if info.family == "qa":
-        has = all(e.answers for e in examples)
-    elif info.family == "tagging":
-        has = all(e.tags is not None for e in examples)
-    else:
-        has = all(e.label is not None for e in examples)
-    if not has:
+    family = get_family(info.family)
+    if not all(family.has_gold(e) for e in examples):
         return None
     try:
-        from electra.finetune.modeling import get_family
+        return family.score(examples, preds, info.labels, style=info.qa_style)
     except ImportError:
         print("note: scoring needs PyTorch and scikit-learn; predictions only", file=sys.stderr)
         return None
-    return get_family(info.family).score(examples, preds, info.labels, style=info.qa_style)
 
 
 def warn_input(args: PredictArgs, data: PredictInput, truncated: int, max_length: int) -> None:

@@ -37,20 +37,14 @@ from typing import Any
 
 import numpy as np
 
-from electra.finetune import features as F
-from electra.finetune.common import (
-    QAExample,
-    TaggingExample,
-    TextExample,
-    prepared_tokenizer,
-)
+from electra.finetune.common import prepared_tokenizer
+from electra.finetune.families import Family, get_family
 from electra.finetune.features import TaskInfo
 
 MANIFEST = "electra_onnx.json"
 TASK_FILE = "electra_task.json"
 FILES = {"fp32": "model.onnx", "int8": "model.int8.onnx", "fp16": "model.fp16.onnx"}
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-SEQUENCE_LEVEL = ("classification", "regression")
 
 
 class ExportedModelError(ValueError):
@@ -153,9 +147,10 @@ class OnnxModel:
             providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]  # CUDA when present
         self.session = make_session(self.file, threads, providers)
         # prepared once: truncation as in fine-tuning (QA windows its contexts itself)
-        self.tokenizer = prepared_tokenizer(
-            load_tokenizer(self.path), None if self.family == "qa" else self.max_length
+        length = (
+            self.task_family.truncation_length(self.max_length) if self.info else self.max_length
         )
+        self.tokenizer = prepared_tokenizer(load_tokenizer(self.path), length)
         self.pad_id = special_id_map(self.tokenizer)["pad"]
         self.last_truncated = 0
 
@@ -167,6 +162,11 @@ class OnnxModel:
     @property
     def family(self) -> str:
         return self.info.family if self.info else "encoder"
+
+    @property
+    def task_family(self) -> Family:
+        """The registered family of the task head (see :meth:`require_head`)."""
+        return get_family(self.require_head().family)
 
     @property
     def max_length(self) -> int:
@@ -187,7 +187,7 @@ class OnnxModel:
         """Per-feature outputs in input order, padding removed (as the PyTorch path)."""
         order = sorted(range(len(feats)), key=lambda i: len(feats[i]["input_ids"]))
         outputs: list[np.ndarray | None] = [None] * len(feats)
-        per_sequence = self.family in SEQUENCE_LEVEL
+        per_sequence = self.info is not None and self.task_family.sequence_level
         for start in range(0, len(order), max(1, batch_size)):
             idx = order[start : start + batch_size]
             batch = pad_batch([feats[i] for i in idx], self.pad_id)
@@ -200,12 +200,7 @@ class OnnxModel:
     def featurize(self, examples: Sequence[Any]) -> list[dict[str, Any]]:
         """Model inputs of ``examples`` with the fine-tuning settings (the PyTorch code)."""
         info = self.require_head()
-        settings = info.settings
-        if info.family in SEQUENCE_LEVEL:
-            return F.encode_texts(examples, self.tokenizer, settings.max_length)
-        if info.family == "tagging":
-            return F.featurize_tagging(examples, self.tokenizer, settings, info.labels)
-        return F.featurize_qa(examples, self.tokenizer, settings)
+        return self.task_family.featurize(examples, self.tokenizer, info.settings, info.labels)
 
     def predict_examples(self, examples: Sequence[Any], batch_size: int = 32) -> list[Any]:
         """Predictions of the model family for our example objects (``electra predict``'s)."""
@@ -213,46 +208,18 @@ class OnnxModel:
         feats = self.featurize(examples)
         self.last_truncated = sum(1 for f in feats if f.get("truncated"))
         outputs = self.run(feats, batch_size)
-        if info.family == "classification":
-            return F.softmax_rows(outputs)
-        if info.family == "regression":
-            return [float(o[0]) for o in outputs]
-        if info.family == "tagging":
-            return F.predict_tags(examples, feats, outputs, info.labels)
-        return F.predict_spans(examples, feats, outputs, info.settings)
+        return self.task_family.predict(examples, feats, outputs, info.labels, info.settings)
 
     def record(self, example: Any, prediction: Any) -> dict[str, Any]:
         """The JSON record ``electra predict`` writes for one example."""
-        info = self.require_head()
-        if info.family == "classification":
-            return F.classification_record(example, prediction, info.labels)
-        if info.family == "regression":
-            return F.regression_record(example, prediction)
-        if info.family == "tagging":
-            return F.tagging_record(example, prediction)
-        return F.qa_record(example, prediction)
+        return self.task_family.record(example, prediction, self.require_head().labels)
 
     # -- convenience API ----------------------------------------------------
 
     def to_examples(self, inputs: Sequence[Any]) -> list[Any]:
         """Our example objects from plain Python inputs (see the module docstring)."""
         info = self.require_head()
-        out: list[Any] = []
-        for n, x in enumerate(inputs):
-            if info.family == "qa":
-                q, c = (x["question"], x["context"]) if isinstance(x, dict) else x
-                qid = str(x.get("id", n)) if isinstance(x, dict) else str(n)
-                out.append(QAExample(qid, q, c))
-            elif info.family == "tagging":
-                if info.tagging_level == "char":
-                    out.append(TaggingExample.from_chars(x))
-                else:
-                    out.append(TaggingExample.from_words(x.split()))
-            elif isinstance(x, tuple | list):
-                out.append(TextExample(x[0], x[1], None, guid=str(n)))
-            else:
-                out.append(TextExample(x, None, None, guid=str(n)))
-        return out
+        return [self.task_family.example_from_input(x, n, info) for n, x in enumerate(inputs)]
 
     def predict(self, inputs: Any, batch_size: int = 32) -> list[dict[str, Any]]:
         """Records for a list of inputs (or one input: a list of one record)."""

@@ -37,8 +37,8 @@ import numpy as np
 
 from electra.finetune.classification import classification_metrics, regression_metrics
 from electra.finetune.common import TextExample
+from electra.finetune.families import Family, get_family
 
-FLOOR_FAMILIES = ("classification", "regression")
 STRENGTHS = (0.5, 2.0, 8.0)  # logistic-regression C; ridge alpha is 1 / C
 FORMAT = "electra-floors/1"
 
@@ -49,7 +49,7 @@ def baseline_text(e: TextExample) -> str:
 
 
 def split_key(
-    family: str,
+    family: str | Family,
     labels: Sequence[str],
     main_metric: str,
     splits: dict[str, Sequence[TextExample]],
@@ -57,7 +57,7 @@ def split_key(
     """SHA-256 (hex) naming exactly these examples, labels and settings."""
     body = {
         "format": FORMAT,
-        "family": family,
+        "family": get_family(family).name,
         "labels": list(labels),
         "main_metric": main_metric,
         "strengths": STRENGTHS,
@@ -70,28 +70,33 @@ def split_key(
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 
-def _score(family: str, y_true: Sequence[Any], y_pred: Sequence[Any], n: int) -> dict[str, float]:
-    if family == "classification":
+def _classes(family: Family) -> bool:
+    """Whether the floor predicts a class (majority, logistic) or a value (mean, ridge)."""
+    return family.floor_constant == "majority"
+
+
+def _score(family: Family, y_true: Sequence[Any], y_pred: Sequence[Any], n: int) -> dict:
+    if _classes(family):
         return classification_metrics(y_true, y_pred, n)
     return regression_metrics(y_true, y_pred)
 
 
-def _targets(family: str, labels: Sequence[str], examples: Sequence[TextExample]) -> list[Any]:
-    if family == "classification":
+def _targets(family: Family, labels: Sequence[str], examples: Sequence[TextExample]) -> list[Any]:
+    if _classes(family):
         index = {lab: i for i, lab in enumerate(labels)}
         return [index[str(e.label)] for e in examples]
     return [float(e.label) for e in examples]
 
 
 def constant_floor(
-    family: str,
+    family: Family,
     labels: Sequence[str],
     train: Sequence[TextExample],
     scored: dict[str, Sequence[TextExample]],
 ) -> dict[str, Any]:
     """Scores of always predicting the training majority label (or the training mean)."""
     y_train = _targets(family, labels, train)
-    if family == "classification":
+    if _classes(family):
         value: Any = Counter(y_train).most_common(1)[0][0]
         described = labels[value]
     else:
@@ -130,16 +135,16 @@ def _vectorizer():
     )
 
 
-def _estimator(family: str, strength: float):
+def _estimator(family: Family, strength: float):
     from sklearn.linear_model import LogisticRegression, Ridge
 
-    if family == "classification":
+    if _classes(family):
         return LogisticRegression(C=strength, max_iter=2000)
     return Ridge(alpha=1.0 / strength)
 
 
 def tfidf_floor(
-    family: str,
+    family: Family,
     labels: Sequence[str],
     main_metric: str,
     train: Sequence[TextExample],
@@ -151,7 +156,7 @@ def tfidf_floor(
     ``None`` when the training split has a single class (nothing to fit).
     """
     y_train = _targets(family, labels, train)
-    if family == "classification" and len(set(y_train)) < 2:
+    if _classes(family) and len(set(y_train)) < 2:
         return None
     vec = _vectorizer()
     x_train = vec.fit_transform([baseline_text(e) for e in train])
@@ -173,7 +178,7 @@ def tfidf_floor(
 
 
 def compute_floors(
-    family: str,
+    family: str | Family,
     labels: Sequence[str],
     main_metric: str,
     train: Sequence[TextExample],
@@ -186,7 +191,8 @@ def compute_floors(
     Returns ``None`` for tagging and QA. The result records the cache key and
     the number of examples each floor was trained and scored on.
     """
-    if family not in FLOOR_FAMILIES:
+    family = get_family(family)
+    if family.floor_constant is None:
         return None
     splits = {"train": train, "dev": dev, "test": test}
     key = split_key(family, labels, main_metric, splits)
@@ -201,14 +207,12 @@ def compute_floors(
         "format": FORMAT,
         "key": key,
         "examples": {name: len(part) for name, part in splits.items()},
-        "constant": "majority" if family == "classification" else "mean",
-        "majority" if family == "classification" else "mean": constant_floor(
-            family, labels, train, scored
-        ),
+        "constant": family.floor_constant,
+        family.floor_constant: constant_floor(family, labels, train, scored),
         "tfidf": tfidf_floor(family, labels, main_metric, train, dev, scored),
         "tfidf_model": (
             "TF-IDF char 1-4 + word 1-2 n-grams, "
-            + ("logistic regression" if family == "classification" else "ridge regression")
+            + ("logistic regression" if _classes(family) else "ridge regression")
         ),
         "seconds": time.perf_counter() - t0,
     }

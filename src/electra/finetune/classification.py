@@ -19,16 +19,11 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tokenizers import Tokenizer
 from torch import Tensor, nn
 
-from electra.finetune.common import Family, FeatureSettings, TextExample, collate_inputs
-from electra.finetune.features import (
-    classification_record,
-    encode_texts,
-    regression_record,
-    softmax_rows,
-)
+from electra.finetune.families import CLASSIFICATION, REGRESSION
+from electra.finetune.features import IGNORE
+from electra.finetune.heads import ElectraWithHead, collate_inputs, sequence_outputs
 from electra.model import ElectraModel, init_weights
 
 
@@ -47,28 +42,20 @@ class ClassificationHead(nn.Module):
         return self.out_proj(self.dropout(x))
 
 
-class ElectraForSequenceClassification(nn.Module):
+class ElectraForSequenceClassification(ElectraWithHead):
     """Encoder + classification head; ``forward`` returns (B, num_labels) logits."""
 
     def __init__(
         self, encoder: ElectraModel, num_labels: int, dropout: float | None = None
     ) -> None:
-        super().__init__()
+        super().__init__(encoder, num_labels)
         cfg = encoder.config
-        self.config = cfg
-        self.num_labels = num_labels
-        self.electra = encoder
         p = cfg.hidden_dropout_prob if dropout is None else dropout
         self.classifier = ClassificationHead(cfg.hidden_size, num_labels, p)
         init_weights(self.classifier, cfg.initializer_range)
 
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-    ) -> Tensor:
-        return self.classifier(self.electra(input_ids, attention_mask, token_type_ids))
+    def head(self, hidden: Tensor) -> Tensor:
+        return self.classifier(hidden)
 
 
 # ---------------------------------------------------------------------------
@@ -125,32 +112,15 @@ def regression_metrics(y_true: Sequence[float], y_pred: Sequence[float]) -> dict
 
 
 # ---------------------------------------------------------------------------
-# The families
+# The PyTorch side of the families (see electra.finetune.families)
 # ---------------------------------------------------------------------------
 
 
-class ClassificationFamily(Family):
-    """Single-sentence and sentence-pair classification."""
-
-    name = "classification"
-    architecture = "ElectraForSequenceClassification"
-    problem_type = "single_label_classification"
+class ClassificationTorch:
+    """Head, batches, cross-entropy loss and scores of classification."""
 
     def build_model(self, encoder: ElectraModel, num_labels: int) -> nn.Module:
         return ElectraForSequenceClassification(encoder, num_labels)
-
-    def featurize(
-        self,
-        examples: Sequence[TextExample],
-        tokenizer: Tokenizer,
-        settings: FeatureSettings,
-        labels: Sequence[str],
-    ) -> list[dict[str, Any]]:
-        feats = encode_texts(examples, tokenizer, settings.max_length)
-        index = {label: i for i, label in enumerate(labels)}
-        for f, e in zip(feats, examples, strict=True):
-            f["label"] = index[e.label] if e.label is not None else -100
-        return feats
 
     def collate(self, features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Tensor]:
         batch = collate_inputs(features, pad_id)
@@ -158,14 +128,10 @@ class ClassificationFamily(Family):
         return batch
 
     def loss(self, logits: Tensor, batch: dict[str, Tensor]) -> Tensor:
-        return F.cross_entropy(logits.float(), batch["labels"], ignore_index=-100)
+        return F.cross_entropy(logits.float(), batch["labels"], ignore_index=IGNORE)
 
     def split_outputs(self, logits: Tensor, batch: dict[str, Tensor]) -> list[np.ndarray]:
-        return list(logits.detach().float().cpu().numpy())
-
-    def predict(self, examples, features, outputs, labels, settings) -> list[np.ndarray]:
-        """Class probabilities per example."""
-        return softmax_rows(outputs)
+        return sequence_outputs(logits, batch)
 
     def score(self, examples, predictions, labels, **kw: Any) -> dict[str, float]:
         index = {label: i for i, label in enumerate(labels)}
@@ -173,26 +139,14 @@ class ClassificationFamily(Family):
         y_pred = [int(np.argmax(p)) for p in predictions]
         return classification_metrics(y_true, y_pred, len(labels))
 
-    def record(self, example: TextExample, prediction: np.ndarray, labels) -> dict[str, Any]:
-        return classification_record(example, prediction, labels)
 
-
-class RegressionFamily(ClassificationFamily):
-    """Sentence-pair similarity scores (STS): one output, mean squared error."""
-
-    name = "regression"
-    problem_type = "regression"
+class RegressionTorch(ClassificationTorch):
+    """One output trained with mean squared error; Pearson and Spearman scores."""
 
     def build_model(self, encoder: ElectraModel, num_labels: int) -> nn.Module:
         return ElectraForSequenceClassification(encoder, 1)
 
-    def featurize(self, examples, tokenizer, settings, labels) -> list[dict[str, Any]]:
-        feats = encode_texts(examples, tokenizer, settings.max_length)
-        for f, e in zip(feats, examples, strict=True):
-            f["label"] = float(e.label) if e.label is not None else float("nan")
-        return feats
-
-    def collate(self, features, pad_id) -> dict[str, Tensor]:
+    def collate(self, features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Tensor]:
         batch = collate_inputs(features, pad_id)
         batch["labels"] = torch.tensor([f["label"] for f in features], dtype=torch.float32)
         return batch
@@ -202,15 +156,17 @@ class RegressionFamily(ClassificationFamily):
         keep = ~torch.isnan(y)
         return F.mse_loss(logits.float().squeeze(-1)[keep], y[keep])
 
-    def predict(self, examples, features, outputs, labels, settings) -> list[float]:
-        return [float(o[0]) for o in outputs]
-
     def score(self, examples, predictions, labels, **kw: Any) -> dict[str, float]:
         return regression_metrics([float(e.label) for e in examples], predictions)
 
-    def record(self, example: TextExample, prediction: float, labels) -> dict[str, Any]:
-        return regression_record(example, prediction)
 
+CLASSIFICATION_TORCH = ClassificationTorch()
+REGRESSION_TORCH = RegressionTorch()
 
-CLASSIFICATION = ClassificationFamily()
-REGRESSION = RegressionFamily()
+__all__ = [
+    "CLASSIFICATION",
+    "REGRESSION",
+    "ElectraForSequenceClassification",
+    "classification_metrics",
+    "regression_metrics",
+]

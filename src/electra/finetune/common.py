@@ -1,9 +1,7 @@
-"""Pieces shared by the task families: examples, errors, the family interface, batching.
+"""Pieces shared by the task families: examples, errors, feature settings, batching.
 
-A *family* (classification, regression, tagging, QA) knows how to build its
-head on our encoder, turn examples into features, batch them, compute the
-loss, and turn model outputs into predictions and scores. The training loop in
-:mod:`electra.finetune.run` is written once against :class:`Family`.
+The families themselves (what differs between classification, regression,
+tagging and QA) are in :mod:`electra.finetune.families`.
 """
 
 from __future__ import annotations
@@ -11,15 +9,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tokenizers import Tokenizer
-
-if TYPE_CHECKING:  # torch stays out of imports so the ONNX runtime can use this module
-    import numpy as np
-    from torch import Tensor, nn
-
-    from electra.model import ElectraModel
 
 
 class DatasetError(ValueError):
@@ -118,7 +110,7 @@ class Splits:
 
 
 # ---------------------------------------------------------------------------
-# Feature settings and the family interface
+# Feature settings and batching
 # ---------------------------------------------------------------------------
 
 
@@ -170,72 +162,3 @@ def check_bert_template(tok: Tokenizer, cls_id: int, sep_id: int) -> None:
             "the tokenizer does not wrap inputs as [CLS] ... [SEP] (no BERT post-processor); "
             "use a WordPiece tokenizer saved by `electra tokenizer` or a vocab.txt"
         )
-
-
-def pad_stack(rows: Sequence[Sequence[int]], value: int) -> Tensor:
-    """Right-pad integer rows to the longest and stack: (B, L)."""
-    import torch
-
-    width = max(len(r) for r in rows)
-    out = torch.full((len(rows), width), value, dtype=torch.long)
-    for i, r in enumerate(rows):
-        out[i, : len(r)] = torch.as_tensor(r, dtype=torch.long)
-    return out
-
-
-def collate_inputs(features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Tensor]:
-    """input_ids / token_type_ids / attention_mask of a batch, dynamically padded."""
-    ids = pad_stack([f["input_ids"] for f in features], pad_id)
-    types = pad_stack([f["token_type_ids"] for f in features], 0)
-    mask = pad_stack([[1] * len(f["input_ids"]) for f in features], 0)
-    return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
-
-
-class Family:
-    """Interface of a task family; see the concrete ones in this package."""
-
-    name: str = ""
-    architecture: str = ""
-    problem_type: str | None = None
-
-    def build_model(self, encoder: ElectraModel, num_labels: int) -> nn.Module:
-        raise NotImplementedError
-
-    def featurize(
-        self,
-        examples: Sequence[Any],
-        tokenizer: Tokenizer,
-        settings: FeatureSettings,
-        labels: Sequence[str],
-    ) -> list[dict[str, Any]]:
-        raise NotImplementedError
-
-    def collate(self, features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Tensor]:
-        raise NotImplementedError
-
-    def loss(self, logits: Tensor, batch: dict[str, Tensor]) -> Tensor:
-        raise NotImplementedError
-
-    def split_outputs(self, logits: Tensor, batch: dict[str, Tensor]) -> list[np.ndarray]:
-        """Per-feature outputs (float32, on CPU, padding removed)."""
-        raise NotImplementedError
-
-    def predict(
-        self,
-        examples: Sequence[Any],
-        features: Sequence[dict[str, Any]],
-        outputs: Sequence[np.ndarray],
-        labels: Sequence[str],
-        settings: FeatureSettings,
-    ) -> list[Any]:
-        """One prediction per example."""
-        raise NotImplementedError
-
-    def score(
-        self, examples: Sequence[Any], predictions: Sequence[Any], labels: Sequence[str], **kw: Any
-    ) -> dict[str, float]:
-        raise NotImplementedError
-
-    def record(self, example: Any, prediction: Any, labels: Sequence[str]) -> dict[str, Any]:
-        """The JSON Lines record ``electra predict`` writes for one example."""
-        raise NotImplementedError

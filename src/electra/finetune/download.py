@@ -17,6 +17,7 @@ copies); the rest are CC0, CC BY or CC BY-SA.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -31,7 +32,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from electra.finetune.tasks import resolve_data_dir
+from electra.cli import add_dataclass_arguments
+from electra.finetune.tasks import DATA_FILES, mrpc_dev_ids, resolve_data_dir
 
 
 class DownloadError(ValueError):
@@ -67,13 +69,16 @@ FB_GLUE = "https://dl.fbaipublicfiles.com/glue/data"
 def _glue(
     task: str, zip_name: str, files: dict[str, tuple[str | None, int | None]]
 ) -> list[Source]:
-    """Files of a GLUE task: the official zip first, then the pinned GitHub copy."""
+    """Files of a GLUE task (by role, see ``tasks.DATA_FILES``): the official zip first,
+    then the pinned GitHub copy."""
     out = []
-    for name, (sha, size) in files.items():
+    for role, (sha, size) in files.items():
+        dest = DATA_FILES[task][role]
+        folder, name = dest.split("/")[-2:]
         out.append(
             Source(
-                dest=f"glue/{task}/{name}",
-                urls=(f"{FB_GLUE}/{zip_name}", _gh(*GLUE_GH, f"glue_data/{task}/{name}")),
+                dest=dest,
+                urls=(f"{FB_GLUE}/{zip_name}", _gh(*GLUE_GH, f"glue_data/{folder}/{name}")),
                 sha256=sha,
                 size=size,
                 zip_member=f"{zip_name.removesuffix('.zip')}/{name}",
@@ -82,84 +87,97 @@ def _glue(
     return out
 
 
+def _klue(task: str, dev_sha256: str, dev_size: int) -> list[Source]:
+    """The dev file (checked) and the train file of a KLUE task, from the pinned repository."""
+    files = DATA_FILES[f"klue-{task}"]
+    folder = f"klue_benchmark/klue-{task}-v1.1"
+    dev, train = files["pool"], files["train"]
+    return [
+        Source(
+            dev, (_gh(*KLUE_GH, f"{folder}/{Path(dev).name}"),), sha256=dev_sha256, size=dev_size
+        ),
+        Source(train, (_gh(*KLUE_GH, f"{folder}/{Path(train).name}"),), min_size=5_000_000),
+    ]
+
+
 # sha256 and sizes below are those of shared/data/MANIFEST.md (same bytes as the pinned copies).
 DATASETS: dict[str, list[Source]] = {
     "nsmc": [
         Source(
-            "nsmc/ratings_train.txt",
+            DATA_FILES["nsmc"]["train"],
             (_gh(*NSMC_GH, "ratings_train.txt"),),
             min_size=10_000_000,
         ),
         Source(
-            "nsmc/ratings_test.txt",
+            DATA_FILES["nsmc"]["test"],
             (_gh(*NSMC_GH, "ratings_test.txt"),),
             min_size=3_000_000,
         ),
     ],
     "cola": _glue(
-        "CoLA",
+        "cola",
         "CoLA.zip",
         {
-            "train.tsv": (
+            "train": (
                 "cb368ebeb9f27d7ad03720d27ddc95687a311bdb100781a2fe59a5f5b1bc0624",
                 428590,
             ),
-            "dev.tsv": ("8c013e21dc39957cac37378d87bebe225b694a0d5fe13eded66c2856628833fd", 53717),
+            "test": ("8c013e21dc39957cac37378d87bebe225b694a0d5fe13eded66c2856628833fd", 53717),
         },
     ),
     "sst2": _glue(
-        "SST-2",
+        "sst2",
         "SST-2.zip",
         {
-            "train.tsv": (
+            "train": (
                 "48eac26399f8456935f81dd9e3a745c1430adb6c62e233ccfe22db4a0d15d1d1",
                 3806081,
             ),
-            "dev.tsv": ("54a9c12c77e402fc14d6a66a506f24d999f596b0176eb777c972cccc2f9cc4b0", 94931),
+            "test": ("54a9c12c77e402fc14d6a66a506f24d999f596b0176eb777c972cccc2f9cc4b0", 94931),
         },
     ),
     "stsb": _glue(
-        "STS-B",
+        "stsb",
         "STS-B.zip",
         {
-            "train.tsv": (
+            "train": (
                 "41c4d978b6162abdcada7e49a982211954cca5459c228db478af333124b257a2",
                 984099,
             ),
-            "dev.tsv": ("fe7dc0632a5033562f3cadff991f6e8d9b9b6311861660e78c3c82eb7db67f59", 276928),
+            "test": ("fe7dc0632a5033562f3cadff991f6e8d9b9b6311861660e78c3c82eb7db67f59", 276928),
         },
     ),
     "rte": _glue(
-        "RTE",
+        "rte",
         "RTE.zip",
         {
-            "train.tsv": (
+            "train": (
                 "41e3a9b063433392343fad9e962cf2f58b681c78d8f71592f4186f0837246c5c",
                 846226,
             ),
-            "dev.tsv": ("80230dfa1347282e7b532b06a1004a76a710087541189bf874223ddf0e3819fb", 90343),
+            "test": ("80230dfa1347282e7b532b06a1004a76a710087541189bf874223ddf0e3819fb", 90343),
         },
     ),
     "wnli": _glue(
-        "WNLI",
+        "wnli",
         "WNLI.zip",
         {
-            "train.tsv": (
+            "train": (
                 "9a88e9d54b6861cc796a088e9acf4f5f65064a9ef65ae6fa7a688b28391e5c9a",
                 99411,
             ),
-            "dev.tsv": ("cba00490596dd14be8cf53b4f53bb744abe3a7b89f81ab210528d80225338ed5", 11261),
+            "test": ("cba00490596dd14be8cf53b4f53bb744abe3a7b89f81ab210528d80225338ed5", 11261),
         },
     ),
     "qnli": [
         Source(
-            "glue/QNLI/train.tsv",
+            DATA_FILES["qnli"]["train"],
             (f"{FB_GLUE}/QNLIv2.zip",),
             min_size=20_000_000,
             zip_member="QNLI/train.tsv",
         ),
         Source(
-            "glue/QNLI/dev.tsv",
+            DATA_FILES["qnli"]["pool"],
             (f"{FB_GLUE}/QNLIv2.zip", _gh(*GLUE_GH, "glue_data/QNLI/dev.tsv")),
             sha256="ac19409dcb04631eaaa094bdebdcf621086bc352503dfb6a1a648b614986f4fd",
             size=1367342,
@@ -169,7 +187,7 @@ DATASETS: dict[str, list[Source]] = {
     # MRPC as GLUE builds it: the raw MSRP files and the dev ids (train/dev made locally).
     "mrpc": [
         Source(
-            "glue/MRPC/msr_paraphrase_train.txt",
+            DATA_FILES["mrpc"]["msr_train"],
             (
                 "https://dl.fbaipublicfiles.com/senteval/senteval_data/msr_paraphrase_train.txt",
                 _gh(*GLUE_GH, "glue_data/MRPC/msr_paraphrase_train.txt"),
@@ -178,7 +196,7 @@ DATASETS: dict[str, list[Source]] = {
             size=1047044,
         ),
         Source(
-            "glue/MRPC/msr_paraphrase_test.txt",
+            DATA_FILES["mrpc"]["msr_test"],
             (
                 "https://dl.fbaipublicfiles.com/senteval/senteval_data/msr_paraphrase_test.txt",
                 _gh(*GLUE_GH, "glue_data/MRPC/msr_paraphrase_test.txt"),
@@ -187,62 +205,32 @@ DATASETS: dict[str, list[Source]] = {
             size=441275,
         ),
         Source(
-            "glue/MRPC/dev_ids.tsv",
+            DATA_FILES["mrpc"]["dev_ids"],
             (f"{FB_GLUE}/mrpc_dev_ids.tsv", _gh(*GLUE_GH, "glue_data/MRPC/dev_ids.tsv")),
             sha256="971d7767d81b997fd9060ade0ec23c4fc31cbb226a55d1bd4a1bac474eb81dc7",
             size=6222,
         ),
     ],
     "klue": [
-        Source(
-            "klue/ner/klue-ner-v1.1_dev.tsv",
-            (_gh(*KLUE_GH, "klue_benchmark/klue-ner-v1.1/klue-ner-v1.1_dev.tsv"),),
-            sha256="0f4d5e818f7b82d299c3a87856fc40a706f5943207580ddb252397e387050a54",
-            size=2635045,
-        ),
-        Source(
-            "klue/ner/klue-ner-v1.1_train.tsv",
-            (_gh(*KLUE_GH, "klue_benchmark/klue-ner-v1.1/klue-ner-v1.1_train.tsv"),),
-            min_size=5_000_000,
-        ),
-        Source(
-            "klue/nli/klue-nli-v1.1_dev.json",
-            (_gh(*KLUE_GH, "klue_benchmark/klue-nli-v1.1/klue-nli-v1.1_dev.json"),),
-            sha256="0699db82be17766b26e199864e6260443e17ec6e91d1870e876419e388f245b1",
-            size=1498298,
-        ),
-        Source(
-            "klue/nli/klue-nli-v1.1_train.json",
-            (_gh(*KLUE_GH, "klue_benchmark/klue-nli-v1.1/klue-nli-v1.1_train.json"),),
-            min_size=5_000_000,
-        ),
-        Source(
-            "klue/sts/klue-sts-v1.1_dev.json",
-            (_gh(*KLUE_GH, "klue_benchmark/klue-sts-v1.1/klue-sts-v1.1_dev.json"),),
-            sha256="b6a0ae0c370e21687f7eef0fdea872a328bb2ecbdb020c546cb870d28606bf80",
-            size=454638,
-        ),
-        Source(
-            "klue/sts/klue-sts-v1.1_train.json",
-            (_gh(*KLUE_GH, "klue_benchmark/klue-sts-v1.1/klue-sts-v1.1_train.json"),),
-            min_size=5_000_000,
-        ),
+        *_klue("ner", "0f4d5e818f7b82d299c3a87856fc40a706f5943207580ddb252397e387050a54", 2635045),
+        *_klue("nli", "0699db82be17766b26e199864e6260443e17ec6e91d1870e876419e388f245b1", 1498298),
+        *_klue("sts", "b6a0ae0c370e21687f7eef0fdea872a328bb2ecbdb020c546cb870d28606bf80", 454638),
     ],
     "wnut17": [
         Source(
-            "ner/wnut17/wnut17train.conll",
+            DATA_FILES["wnut17"]["train"],
             (_gh(*WNUT_GH, "wnut17train.conll"),),
             sha256="731820e13f71af324c6b55a1575ec2ce59fbaa2a0806f8f0400b98d56cd6a7a5",
             size=493781,
         ),
         Source(
-            "ner/wnut17/emerging.dev.conll",
+            DATA_FILES["wnut17"]["dev"],
             (_gh(*WNUT_GH, "emerging.dev.conll"),),
             sha256="e053b752b8155113ca66e7db08af5f2f5f43ab993694e4774f1ec5bad42312d8",
             size=114749,
         ),
         Source(
-            "ner/wnut17/emerging.test.annotated",
+            DATA_FILES["wnut17"]["test"],
             (_gh(*WNUT_GH, "emerging.test.annotated"),),
             sha256="2aa79b764e56ec9264a1b30fdd9b70195bd00ff400b62edd8f399d5f13c178f0",
             size=192425,
@@ -250,7 +238,7 @@ DATASETS: dict[str, list[Source]] = {
     ],
     "korquad": [
         Source(
-            "qa/korquad/KorQuAD_v1.0_train.json",
+            DATA_FILES["korquad"]["train"],
             (
                 "https://korquad.github.io/dataset/KorQuAD_v1.0_train.json",
                 _gh(*KORQUAD_GH, "dataset/KorQuAD_v1.0_train.json"),
@@ -258,7 +246,7 @@ DATASETS: dict[str, list[Source]] = {
             min_size=30_000_000,
         ),
         Source(
-            "qa/korquad/KorQuAD_v1.0_dev.json",
+            DATA_FILES["korquad"]["pool"],
             (
                 "https://korquad.github.io/dataset/KorQuAD_v1.0_dev.json",
                 _gh(*KORQUAD_GH, "dataset/KorQuAD_v1.0_dev.json"),
@@ -269,7 +257,7 @@ DATASETS: dict[str, list[Source]] = {
     ],
     "xquad": [
         Source(
-            "qa/xquad/xquad.en.json",
+            DATA_FILES["xquad-en"]["pool"],
             (_gh(*XQUAD_GH, "xquad.en.json"),),
             sha256="e4c57d1c9143aaa1c5d265ba5987a65f4e69528d2a98f29d6e75019b10344f29",
             size=609383,
@@ -277,19 +265,19 @@ DATASETS: dict[str, list[Source]] = {
     ],
     "squad": [
         Source(
-            "qa/squad/train-v1.1.json",
+            DATA_FILES["squad"]["train"],
             ("https://rajpurkar.github.io/SQuAD-explorer/dataset/train-v1.1.json",),
             min_size=25_000_000,
         ),
         Source(
-            "qa/squad/dev-v1.1.json",
+            DATA_FILES["squad"]["test"],
             ("https://rajpurkar.github.io/SQuAD-explorer/dataset/dev-v1.1.json",),
             min_size=4_000_000,
         ),
     ],
     "korsts": [
         Source(
-            f"korean/korsts/sts-{split}.tsv",
+            DATA_FILES["korsts"][split],
             (_gh(*KORNLU_GH, f"KorSTS/sts-{split}.tsv"),),
             sha256=sha,
             size=size,
@@ -302,18 +290,18 @@ DATASETS: dict[str, list[Source]] = {
     ],
     "kornli": [
         Source(
-            "korean/kornli/multinli.train.ko.tsv",
+            DATA_FILES["kornli"]["train"],
             (_gh(*KORNLU_GH, "KorNLI/multinli.train.ko.tsv"),),
             min_size=50_000_000,
         ),
         Source(
-            "korean/kornli/xnli.dev.ko.tsv",
+            DATA_FILES["kornli"]["dev"],
             (_gh(*KORNLU_GH, "KorNLI/xnli.dev.ko.tsv"),),
             sha256="821fb1c1c2e538ac2724a6132da36ffa379eb9a542ceb89243b3cf711377382c",
             size=511383,
         ),
         Source(
-            "korean/kornli/xnli.test.ko.tsv",
+            DATA_FILES["kornli"]["test"],
             (_gh(*KORNLU_GH, "KorNLI/xnli.test.ko.tsv"),),
             sha256="0db53cf8e182283a0d0404ec3fe1b15d1e29236d23d22082dc20d43067254b3e",
             size=1032430,
@@ -455,7 +443,7 @@ def download(
                 archive.unlink()
         _append_log(d, [e for e in entries if e["status"] == "downloaded"])
     if "mrpc" in wanted:
-        build_mrpc(d / "glue" / "MRPC")
+        build_mrpc((d / DATA_FILES["mrpc"]["train"]).parent)
     return entries
 
 
@@ -473,11 +461,7 @@ def build_mrpc(mrpc_dir: Path) -> None:
     ids = mrpc_dir / "dev_ids.tsv"
     if not (raw.is_file() and ids.is_file()):
         return
-    dev_ids = {
-        tuple(line.strip().split("\t"))
-        for line in ids.read_text("utf-8-sig").splitlines()
-        if line.strip()
-    }
+    dev_ids = mrpc_dev_ids(ids)
     lines = raw.read_text(encoding="utf-8-sig").splitlines()
     header, rows = lines[0], [ln for ln in lines[1:] if ln.strip()]
     train = [r for r in rows if tuple(r.split("\t")[1:3]) not in dev_ids]
@@ -526,10 +510,6 @@ def download_cli(args: DownloadArgs) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    import argparse
-
-    from electra.cli import add_dataclass_arguments
-
     parser = argparse.ArgumentParser(
         prog="python -m electra.finetune.download", description=download_cli.__doc__
     )

@@ -27,6 +27,7 @@ from electra.finetune.common import (
     TextExample,
     prepared_tokenizer,
 )
+from electra.tokenizer import special_id_map
 
 IGNORE = -100
 FORMAT = 1  # version of electra_task.json
@@ -344,8 +345,6 @@ def featurize_qa(
     examples: Sequence[QAExample], tokenizer: Tokenizer, settings: FeatureSettings
 ) -> list[dict[str, Any]]:
     """``[CLS] question [SEP] window [SEP]`` features, several per long context."""
-    from electra.tokenizer import special_id_map
-
     ids = special_id_map(tokenizer)
     cls_id, sep_id = ids["cls"], ids["sep"]
     tok = prepared_tokenizer(tokenizer, None)

@@ -28,13 +28,12 @@ from torch import nn
 
 from electra.checkpoint import CheckpointError
 from electra.config import ConfigError, from_dict
-from electra.finetune.classification import CLASSIFICATION, REGRESSION
-from electra.finetune.common import Family
+from electra.finetune.families import Family, family_of_hf_config, get_family
 from electra.finetune.features import TaskInfo
-from electra.finetune.qa import QA
-from electra.finetune.tagging import TAGGING
 from electra.hf import (
     TOKENIZER_FILES,
+    _normalise_keys,
+    _weights_source,
     atomic_write_bytes,
     load_into,
     read_config,
@@ -44,20 +43,9 @@ from electra.hf import (
 )
 from electra.model import ElectraModel
 from electra.modelcard import finetuned_card, write_card_text
+from electra.tokenizer import TokenizerError, load_tokenizer, tokenizer_settings
 
-FAMILIES: dict[str, Family] = {
-    "classification": CLASSIFICATION,
-    "regression": REGRESSION,
-    "tagging": TAGGING,
-    "qa": QA,
-}
 TASK_FILE = "electra_task.json"
-
-
-def get_family(name: str) -> Family:
-    if name not in FAMILIES:
-        raise ValueError(f"unknown task family {name!r}; choose one of {', '.join(FAMILIES)}")
-    return FAMILIES[name]
 
 
 @dataclass
@@ -76,23 +64,7 @@ class Finetuned:
 
 def hf_task_config(family: Family, labels: list[str]) -> dict[str, Any]:
     """``config.json`` fields that make ``transformers`` build the right head."""
-    if family.name == "regression":
-        return {
-            "num_labels": 1,
-            "id2label": {"0": "LABEL_0"},
-            "label2id": {"LABEL_0": 0},
-            "problem_type": "regression",
-        }
-    if family.name == "qa":
-        return {"num_labels": 2}
-    extra: dict[str, Any] = {
-        "num_labels": len(labels),
-        "id2label": {str(i): label for i, label in enumerate(labels)},
-        "label2id": {label: i for i, label in enumerate(labels)},
-    }
-    if family.problem_type:
-        extra["problem_type"] = family.problem_type
-    return extra
+    return family.hf_config(labels)
 
 
 def copy_tokenizer(source: str | os.PathLike[str], out_dir: Path) -> None:
@@ -139,8 +111,6 @@ def record_max_length(out_dir: Path, max_length: int) -> None:
 
 def _casing(tokenizer_dir: Path) -> dict[str, Any]:
     """A new tokenizer_config.json must state the casing (``transformers`` would lower-case)."""
-    from electra.tokenizer import TokenizerError, load_tokenizer, tokenizer_settings
-
     try:
         settings = tokenizer_settings(load_tokenizer(tokenizer_dir))
     except TokenizerError:
@@ -172,13 +142,6 @@ def save_finetuned(
     return out
 
 
-_ARCH_FAMILY = {
-    "ElectraForSequenceClassification": "classification",
-    "ElectraForTokenClassification": "tagging",
-    "ElectraForQuestionAnswering": "qa",
-}
-
-
 def read_task_info(model_dir: str | os.PathLike[str]) -> TaskInfo:
     """``electra_task.json``, or a description inferred from a Hugging Face ``config.json``."""
     d = Path(model_dir)
@@ -193,23 +156,21 @@ def read_task_info(model_dir: str | os.PathLike[str]) -> TaskInfo:
         except ConfigError as exc:
             raise CheckpointError(str(exc)) from None
     _, cfg = read_config(d)
-    archs = cfg.get("architectures") or []
-    family = next((_ARCH_FAMILY[a] for a in archs if a in _ARCH_FAMILY), None)
+    family = family_of_hf_config(cfg)
     if family is None:
         raise CheckpointError(
-            f"{d}: not a fine-tuned model (no {TASK_FILE}, and architectures {archs} has no "
-            "task head); fine-tune it first with `electra finetune`"
+            f"{d}: not a fine-tuned model (no {TASK_FILE}, and architectures "
+            f"{cfg.get('architectures') or []} has no task head); fine-tune it first with "
+            "`electra finetune`"
         )
-    if family == "classification" and cfg.get("problem_type") == "regression":
-        family = "regression"
     labels: list[str] = []
-    if family in ("classification", "tagging"):
+    if family.has_labels:
         id2label = cfg.get("id2label") or {}
         labels = [id2label[k] for k in sorted(id2label, key=int)]
         if not labels:
-            raise CheckpointError(f"{d / 'config.json'}: no id2label for a {family} model")
-    features = {"max_length": 384 if family == "qa" else 128}
-    return TaskInfo(task="custom", family=family, labels=labels, features=features)
+            raise CheckpointError(f"{d / 'config.json'}: no id2label for a {family.name} model")
+    features = {"max_length": family.default_max_length}
+    return TaskInfo(task="custom", family=family.name, labels=labels, features=features)
 
 
 def build_task_model(encoder: ElectraModel, info: TaskInfo) -> nn.Module:
@@ -221,9 +182,6 @@ def load_finetuned(
     model_dir: str | os.PathLike[str], device: str | torch.device = "cpu"
 ) -> Finetuned:
     """The one loader of fine-tuned models (ours, or Hugging Face task directories)."""
-    from electra.hf import _normalise_keys, _weights_source
-    from electra.tokenizer import load_tokenizer
-
     d = Path(model_dir)
     if not d.is_dir():
         raise FileNotFoundError(f"{d}: no such model directory")

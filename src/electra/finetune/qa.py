@@ -36,16 +36,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from electra.finetune.common import Family, QAExample, collate_inputs
+from electra.finetune.families import QA
 from electra.finetune.features import (
     answer_token_span,
     best_spans,
     featurize_qa,
     max_context,
-    predict_spans,
-    qa_record,
     window_starts,
 )
+from electra.finetune.heads import ElectraWithHead, collate_inputs, token_outputs
 from electra.model import ElectraModel, init_weights
 
 # ---------------------------------------------------------------------------
@@ -123,39 +122,25 @@ def squad_scores(
 # ---------------------------------------------------------------------------
 
 
-class ElectraForQuestionAnswering(nn.Module):
+class ElectraForQuestionAnswering(ElectraWithHead):
     """Encoder + ``qa_outputs`` (H -> 2); returns (B, L, 2) start/end logits."""
 
     def __init__(self, encoder: ElectraModel) -> None:
-        super().__init__()
-        cfg = encoder.config
-        self.config = cfg
-        self.num_labels = 2
-        self.electra = encoder
-        self.qa_outputs = nn.Linear(cfg.hidden_size, 2)
-        init_weights(self.qa_outputs, cfg.initializer_range)
+        super().__init__(encoder, 2)
+        self.qa_outputs = nn.Linear(encoder.config.hidden_size, 2)
+        init_weights(self.qa_outputs, encoder.config.initializer_range)
 
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-    ) -> Tensor:
-        return self.qa_outputs(self.electra(input_ids, attention_mask, token_type_ids))
+    def head(self, hidden: Tensor) -> Tensor:
+        return self.qa_outputs(hidden)
 
 
-class QAFamily(Family):
-    name = "qa"
-    architecture = "ElectraForQuestionAnswering"
-    problem_type = None
+class QATorch:
+    """Head, batches, start/end cross-entropy and SQuAD/KorQuAD scores of QA."""
 
     def build_model(self, encoder: ElectraModel, num_labels: int) -> nn.Module:
         return ElectraForQuestionAnswering(encoder)
 
-    def featurize(self, examples, tokenizer, settings, labels) -> list[dict[str, Any]]:
-        return featurize_qa(examples, tokenizer, settings)
-
-    def collate(self, features, pad_id) -> dict[str, Tensor]:
+    def collate(self, features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Tensor]:
         batch = collate_inputs(features, pad_id)
         batch["start_positions"] = torch.tensor([f["start_position"] for f in features])
         batch["end_positions"] = torch.tensor([f["end_position"] for f in features])
@@ -171,28 +156,19 @@ class QAFamily(Family):
         return (start + end) / 2
 
     def split_outputs(self, logits: Tensor, batch: dict[str, Tensor]) -> list[np.ndarray]:
-        lengths = batch["attention_mask"].sum(1).tolist()
-        arr = logits.detach().float().cpu().numpy()
-        return [arr[i, :n] for i, n in enumerate(lengths)]
+        return token_outputs(logits, batch)
 
-    def predict(self, examples, features, outputs, labels, settings) -> list[list[dict]]:
-        return predict_spans(examples, features, outputs, settings)
-
-    def score(self, examples, predictions, labels, style: str = "squad", **kw) -> dict:
+    def score(self, examples, predictions, labels, style: str = "squad", **kw: Any) -> dict:
         preds = {e.id: p[0]["text"] for e, p in zip(examples, predictions, strict=True)}
         golds = {e.id: [a.text for a in e.answers] for e in examples}
         return squad_scores(preds, golds, style)
 
-    def record(self, example: QAExample, prediction: list[dict], labels) -> dict[str, Any]:
-        return qa_record(example, prediction)
 
-
-QA = QAFamily()
+QA_TORCH = QATorch()
 
 __all__ = [
     "QA",
     "ElectraForQuestionAnswering",
-    "QAFamily",
     "answer_token_span",
     "best_spans",
     "featurize_qa",

@@ -37,6 +37,8 @@ import torch
 from torch import nn
 
 from electra.config import ConfigError
+from electra.finetune.families import Family, get_family
+from electra.finetune.tasks import TASKS
 from electra.optim import adamw, linear_warmup_decay
 
 Size = Literal["small", "base", "large"]
@@ -56,17 +58,17 @@ TABLE7: dict[str, SizeDefaults] = {
     "large": SizeDefaults(learning_rate=5e-5, layer_decay=0.9),
 }
 
-# Epochs of Table 7: 10 for RTE and STS, 2 for SQuAD-style QA, 3 otherwise.
-LONG_TASKS = {"rte", "stsb", "korsts", "klue-sts"}
 
+def default_epochs(task: str, family: str | Family) -> int:
+    """Table 7 epochs: 10 for RTE and STS, 2 for SQuAD-style QA, 3 otherwise.
 
-def default_epochs(task: str, family: str) -> int:
-    """Table 7 epochs for a task (by name) or family."""
-    if family == "qa":
-        return 2
-    if task in LONG_TASKS:
-        return 10
-    return 3
+    A registered task says its own (:attr:`TaskSpec.epochs
+    <electra.finetune.tasks.TaskSpec.epochs>`); any other name takes its family's.
+    """
+    spec = TASKS.get(task)
+    if spec is not None and spec.family is get_family(family):
+        return spec.default_epochs
+    return get_family(family).default_epochs
 
 
 def infer_size(hidden_size: int) -> Size:
@@ -150,7 +152,7 @@ class Recipe:
 def make_recipe(
     *,
     task: str,
-    family: str,
+    family: str | Family,
     hidden_size: int,
     size: str = "auto",
     overrides: dict[str, Any] | None = None,
@@ -165,7 +167,7 @@ def make_recipe(
         "learning_rate": t7.learning_rate,
         "layer_decay": t7.layer_decay,
         "epochs": default_epochs(task, family),
-        "max_length": 384 if family == "qa" else 128,
+        "max_length": get_family(family).default_max_length,
     }
     for key, value in (overrides or {}).items():
         if value is not None:

@@ -29,52 +29,35 @@ from typing import Any
 
 import numpy as np
 import torch.nn.functional as F
-from tokenizers import Tokenizer
 from torch import Tensor, nn
 
-from electra.finetune.common import (
-    Family,
-    FeatureSettings,
-    TaggingExample,
-    collate_inputs,
-    pad_stack,
-)
+from electra.finetune.common import TaggingExample
+from electra.finetune.families import TAGGING
 from electra.finetune.features import (
     IGNORE,
     align_labels,
     decode_units,
     entities,
-    featurize_tagging,
-    predict_tags,
-    tagging_record,
     token_units,
 )
+from electra.finetune.heads import ElectraWithHead, collate_inputs, pad_stack, token_outputs
 from electra.model import ElectraModel, init_weights
 
 
-class ElectraForTokenClassification(nn.Module):
+class ElectraForTokenClassification(ElectraWithHead):
     """Encoder + dropout + linear ``classifier`` per token; returns (B, L, num_labels)."""
 
     def __init__(
         self, encoder: ElectraModel, num_labels: int, dropout: float | None = None
     ) -> None:
-        super().__init__()
+        super().__init__(encoder, num_labels)
         cfg = encoder.config
-        self.config = cfg
-        self.num_labels = num_labels
-        self.electra = encoder
         self.dropout = nn.Dropout(cfg.hidden_dropout_prob if dropout is None else dropout)
         self.classifier = nn.Linear(cfg.hidden_size, num_labels)
         init_weights(self.classifier, cfg.initializer_range)
 
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-    ) -> Tensor:
-        h = self.electra(input_ids, attention_mask, token_type_ids)
-        return self.classifier(self.dropout(h))
+    def head(self, hidden: Tensor) -> Tensor:
+        return self.classifier(self.dropout(hidden))
 
 
 def seqeval_metrics(
@@ -95,28 +78,17 @@ def seqeval_metrics(
 
 
 # ---------------------------------------------------------------------------
-# The family
+# The PyTorch side of the family (see electra.finetune.families)
 # ---------------------------------------------------------------------------
 
 
-class TaggingFamily(Family):
-    name = "tagging"
-    architecture = "ElectraForTokenClassification"
-    problem_type = None
+class TaggingTorch:
+    """Head, batches, per-token cross-entropy and entity scores of tagging."""
 
     def build_model(self, encoder: ElectraModel, num_labels: int) -> nn.Module:
         return ElectraForTokenClassification(encoder, num_labels)
 
-    def featurize(
-        self,
-        examples: Sequence[TaggingExample],
-        tokenizer: Tokenizer,
-        settings: FeatureSettings,
-        labels: Sequence[str],
-    ) -> list[dict[str, Any]]:
-        return featurize_tagging(examples, tokenizer, settings, labels)
-
-    def collate(self, features, pad_id) -> dict[str, Tensor]:
+    def collate(self, features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Tensor]:
         batch = collate_inputs(features, pad_id)
         batch["labels"] = pad_stack([f["labels"] for f in features], IGNORE)
         return batch
@@ -129,18 +101,13 @@ class TaggingFamily(Family):
         )
 
     def split_outputs(self, logits: Tensor, batch: dict[str, Tensor]) -> list[np.ndarray]:
-        lengths = batch["attention_mask"].sum(1).tolist()
-        arr = logits.detach().float().cpu().numpy()
-        return [arr[i, :n] for i, n in enumerate(lengths)]
-
-    def predict(self, examples, features, outputs, labels, settings) -> list[list[str]]:
-        return predict_tags(examples, features, outputs, labels)
+        return token_outputs(logits, batch)
 
     def score(self, examples, predictions, labels, **kw: Any) -> dict[str, float]:
         return seqeval_metrics([e.tags for e in examples], predictions)
 
-    def record(self, example: TaggingExample, prediction: list[str], labels) -> dict[str, Any]:
-        return tagging_record(example, prediction)
+    def oracle_f1(self, examples, features, labels) -> float:
+        return oracle_f1(examples, features, labels)
 
 
 def oracle_f1(
@@ -159,12 +126,11 @@ def oracle_f1(
     return seqeval_metrics([e.tags for e in examples], preds)["f1"]
 
 
-TAGGING = TaggingFamily()
+TAGGING_TORCH = TaggingTorch()
 
 __all__ = [
     "TAGGING",
     "ElectraForTokenClassification",
-    "TaggingFamily",
     "align_labels",
     "decode_units",
     "entities",

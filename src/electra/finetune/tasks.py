@@ -54,28 +54,31 @@ from typing import Any
 from electra.finetune.common import (
     DatasetError,
     Splits,
-    TaggingExample,
     TextExample,
     where,
+)
+from electra.finetune.families import (
+    CLASSIFICATION,
+    QA,
+    REGRESSION,
+    TAGGING,
+    Family,
+    family_names,
+    get_family,
 )
 from electra.finetune.readers import (
     NSMC_LABELS,
     read_conll,
     read_json_array,
-    read_jsonl,
     read_klue_ner,
     read_nsmc_ratings,
     read_nsmc_raw,
     read_squad,
-    read_table,
     read_tsv,
     require_columns,
-    tagging_from_rows,
     text_examples,
 )
 from electra.paths import default_data_dir
-
-FAMILIES = ("classification", "regression", "tagging", "qa")
 
 
 def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path:
@@ -109,10 +112,16 @@ class DataOptions:
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """A task: its family, metric, fixed labels (if any) and data loader."""
+    """A task: its family, metric, fixed labels (if any) and data loader.
+
+    ``family`` is a registered :class:`~electra.finetune.families.Family` (a
+    family's name is accepted and looked up); results files record its name.
+    ``epochs``: the task's Table 7 epochs where they differ from its family's
+    (10 for RTE and STS); ``main_metric`` "" is the family's.
+    """
 
     name: str
-    family: str
+    family: Family
     main_metric: str
     description: str
     loader: Callable[[TaskSpec, DataOptions], Splits]
@@ -120,6 +129,17 @@ class TaskSpec:
     qa_style: str = "squad"
     glue: str | None = None
     reader: Callable[[Path], list[Any]] | None = None
+    epochs: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "family", get_family(self.family))
+        if not self.main_metric:
+            object.__setattr__(self, "main_metric", self.family.main_metric)
+
+    @property
+    def default_epochs(self) -> int:
+        """Table 7 epochs: the task's own, else its family's."""
+        return self.epochs or self.family.default_epochs
 
 
 @dataclass
@@ -211,14 +231,6 @@ def balance_classes(items: Sequence[TextExample], seed: int) -> list[TextExample
     return [items[i] for i in sorted(keep)]
 
 
-def _strata(family: str) -> dict[str, Callable[[Any], Any] | None]:
-    if family == "classification":
-        return {"key": lambda e: e.label}
-    if family == "qa":
-        return {"group": lambda e: e.title or e.context}
-    return {}
-
-
 def subsample(items: Sequence[Any], limit: int, seed: int) -> list[Any]:
     """At most ``limit`` items, a seeded random subset in the original order (0 = all)."""
     if not limit or limit >= len(items):
@@ -247,6 +259,80 @@ def _exists(p: Path | None) -> Path | None:
     return p if p is not None and p.is_file() else None
 
 
+def _read_official(
+    opts: DataOptions, layout: Layout, reader: Callable[[Path], list[Any]], notes: dict[str, str]
+) -> dict[str, list[Any] | None]:
+    """train/dev/test from the user's files, else the task's official ones (None: absent)."""
+    parts: dict[str, list[Any] | None] = {}
+    for kind in ("train", "dev", "test"):
+        user, official = getattr(opts, f"{kind}_file"), getattr(layout, kind)
+        parts[kind] = None
+        if user:
+            notes[kind] = f"{user}"
+            parts[kind] = reader(Path(user))
+        elif official is not None and official.is_file():
+            notes[kind] = str(official)
+            parts[kind] = reader(official)
+    if parts["test"] is not None and not opts.test_file and layout.test_note:
+        notes["test"] += f" ({layout.test_note})"
+    return parts
+
+
+def _read_pool(
+    spec: TaskSpec, layout: Layout, reader: Callable[[Path], list[Any]], parts: dict
+) -> list[Any] | None:
+    """The single file to split, when the task has one and a split is missing."""
+    if layout.pool is None or (parts["train"] is not None and parts["test"] is not None):
+        return None
+    if not layout.pool.is_file():
+        raise FileNotFoundError(
+            f"{layout.pool}: data file of task {spec.name!r} not found "
+            "(set --data-dir or ELECTRA_DATA_DIR, or run the download helper)"
+        )
+    return reader(layout.pool)
+
+
+def _split_pool(
+    pool: list[Any], src: str, opts: DataOptions, parts: dict, notes: dict, strata: dict
+) -> None:
+    """Train, and whichever of dev and test is missing, as seeded slices of ``pool``."""
+    missing = [kind for kind in ("dev", "test") if parts[kind] is None]
+    if not missing:
+        parts["train"], notes["train"] = pool, src
+        return
+    fraction = {"dev": opts.dev_fraction, "test": opts.test_fraction}
+    f_train = 1.0
+    for kind in missing:
+        f_train -= fraction[kind]
+    kinds, fractions = ["train", *missing], [f_train] + [fraction[k] for k in missing]
+    slices = seeded_split(pool, fractions, opts.split_seed, **strata)
+    for kind, part, f in zip(kinds, slices, fractions, strict=True):
+        parts[kind] = part
+        notes[kind] = f"{src}: seeded {f:.0%} (split_seed {opts.split_seed})"
+
+
+def _train_without_file(
+    spec: TaskSpec, opts: DataOptions, layout: Layout, pool: list[Any] | None, parts, notes
+) -> None:
+    """No training file: split the pool, else the dev set 80/20, else fail."""
+    strata = spec.family.split_strata()
+    how = f"split_seed {opts.split_seed}"
+    if pool is not None:
+        _split_pool(pool, str(layout.pool), opts, parts, notes, strata)
+    elif parts["dev"] is not None:
+        src = notes["dev"]
+        parts["train"], parts["dev"] = seeded_split(
+            parts["dev"], [0.8, 0.2], opts.split_seed, **strata
+        )
+        notes["train"] = f"{src}: seeded 80% ({how}; no training file)"
+        notes["dev"] = f"{src}: seeded 20% ({how})"
+    else:
+        raise DatasetError(
+            f"task {spec.name!r}: no training data found; pass --train-file "
+            f"(or --data-dir pointing at the shared data layout)"
+        )
+
+
 def _assemble(
     spec: TaskSpec,
     opts: DataOptions,
@@ -255,76 +341,23 @@ def _assemble(
 ) -> Splits:
     """Read the files and fill missing splits with seeded splits (see the module doc)."""
     notes: dict[str, str] = {}
-    strata = _strata(spec.family)
-    seed = opts.split_seed
-
-    def read(kind: str, user: str, official: Path | None) -> list[Any] | None:
-        if user:
-            notes[kind] = f"{user}"
-            return reader(Path(user))
-        if official is not None and official.is_file():
-            notes[kind] = str(official)
-            return reader(official)
-        return None
-
-    train = read("train", opts.train_file, layout.train)
-    dev = read("dev", opts.dev_file, layout.dev)
-    test = read("test", opts.test_file, layout.test)
-    if test is not None and not opts.test_file and layout.test_note:
-        notes["test"] += f" ({layout.test_note})"
-    pool = None
-    if layout.pool is not None and (train is None or test is None):
-        if not layout.pool.is_file():
-            raise FileNotFoundError(
-                f"{layout.pool}: data file of task {spec.name!r} not found "
-                "(set --data-dir or ELECTRA_DATA_DIR, or run the download helper)"
-            )
-        pool = reader(layout.pool)
-    f_dev, f_test = opts.dev_fraction, opts.test_fraction
-    how = f"split_seed {seed}"
-    if train is None:
-        if pool is not None:
-            src = str(layout.pool)
-            if dev is None and test is None:
-                train, dev, test = seeded_split(
-                    pool, [1 - f_dev - f_test, f_dev, f_test], seed, **strata
-                )
-                notes["train"] = f"{src}: seeded {1 - f_dev - f_test:.0%} ({how})"
-                notes["dev"] = f"{src}: seeded {f_dev:.0%} ({how})"
-                notes["test"] = f"{src}: seeded {f_test:.0%} ({how})"
-            elif dev is None:
-                train, dev = seeded_split(pool, [1 - f_dev, f_dev], seed, **strata)
-                notes["train"] = f"{src}: seeded {1 - f_dev:.0%} ({how})"
-                notes["dev"] = f"{src}: seeded {f_dev:.0%} ({how})"
-            elif test is None:
-                train, test = seeded_split(pool, [1 - f_test, f_test], seed, **strata)
-                notes["train"] = f"{src}: seeded {1 - f_test:.0%} ({how})"
-                notes["test"] = f"{src}: seeded {f_test:.0%} ({how})"
-            else:
-                train = pool
-                notes["train"] = src
-        elif dev is not None:
-            src = notes["dev"]
-            train, dev = seeded_split(dev, [0.8, 0.2], seed, **strata)
-            notes["train"] = f"{src}: seeded 80% ({how}; no training file)"
-            notes["dev"] = f"{src}: seeded 20% ({how})"
-        else:
-            raise DatasetError(
-                f"task {spec.name!r}: no training data found; pass --train-file "
-                f"(or --data-dir pointing at the shared data layout)"
-            )
+    parts = _read_official(opts, layout, reader, notes)
+    pool = _read_pool(spec, layout, reader, parts)
+    if parts["train"] is None:
+        _train_without_file(spec, opts, layout, pool, parts, notes)
     else:
-        if test is None and pool is not None:
-            test = pool
-            notes["test"] = f"{layout.pool}"
-        if dev is None:
-            src = notes["train"]
-            train, dev = seeded_split(train, [1 - f_dev, f_dev], seed, **strata)
-            notes["train"] = f"{src}: seeded {1 - f_dev:.0%} ({how})"
-            notes["dev"] = f"{src}: seeded {f_dev:.0%} ({how})"
-    if test is None:
+        if parts["test"] is None and pool is not None:
+            parts["test"], notes["test"] = pool, f"{layout.pool}"
+        if parts["dev"] is None:
+            src, f_dev, seed = notes["train"], opts.dev_fraction, opts.split_seed
+            parts["train"], parts["dev"] = seeded_split(
+                parts["train"], [1 - f_dev, f_dev], seed, **spec.family.split_strata()
+            )
+            notes["train"] = f"{src}: seeded {1 - f_dev:.0%} (split_seed {seed})"
+            notes["dev"] = f"{src}: seeded {f_dev:.0%} (split_seed {seed})"
+    if parts["test"] is None:
         notes["test"] = "none (no test file; pass --test-file)"
-    return Splits(train=train, dev=dev or [], test=test or [], notes=notes)
+    return Splits(parts["train"] or [], parts["dev"] or [], parts["test"] or [], notes)
 
 
 # ---------------------------------------------------------------------------
@@ -373,13 +406,72 @@ def _klue_json_reader(text: str, pair: str, regression: bool, labels: dict[str, 
     return read
 
 
-def _layout_glue(name: str, train: str = "train.tsv", dev: str = "dev.tsv"):
+def _glue_files(name: str) -> dict[str, str]:
+    return {"train": f"glue/{name}/train.tsv", "test": f"glue/{name}/dev.tsv"}
+
+
+def _dev_only(folder: str, dev: str, train: str | None = None) -> dict[str, str]:
+    files = {"pool": f"{folder}/{dev}"}
+    return files if train is None else {**files, "train": f"{folder}/{train}"}
+
+
+# Where every built-in task's files are, relative to the data directory: the one
+# list of paths (the download helper, electra.finetune.download, writes there).
+# Roles: train/dev/test (official splits) or pool (a dev-only file to split 80/10/10,
+# unless the official train file is there too); nsmc and mrpc have a few more.
+DATA_FILES: dict[str, dict[str, str]] = {
+    "nsmc": {
+        "train": "nsmc/ratings_train.txt",
+        "test": "nsmc/ratings_test.txt",
+        "raw": "nsmc/raw_subset",
+    },
+    "sst2": _glue_files("SST-2"),
+    "cola": _glue_files("CoLA"),
+    "mrpc": {
+        **_glue_files("MRPC"),
+        "msr_train": "glue/MRPC/msr_paraphrase_train.txt",
+        "msr_test": "glue/MRPC/msr_paraphrase_test.txt",
+        "dev_ids": "glue/MRPC/dev_ids.tsv",
+    },
+    "stsb": _glue_files("STS-B"),
+    "rte": _glue_files("RTE"),
+    "qnli": _dev_only("glue/QNLI", "dev.tsv", "train.tsv"),
+    "wnli": _glue_files("WNLI"),
+    "klue-nli": _dev_only("klue/nli", "klue-nli-v1.1_dev.json", "klue-nli-v1.1_train.json"),
+    "klue-sts": _dev_only("klue/sts", "klue-sts-v1.1_dev.json", "klue-sts-v1.1_train.json"),
+    "klue-ner": _dev_only("klue/ner", "klue-ner-v1.1_dev.tsv", "klue-ner-v1.1_train.tsv"),
+    "kornli": {
+        "train": "korean/kornli/multinli.train.ko.tsv",
+        "dev": "korean/kornli/xnli.dev.ko.tsv",
+        "test": "korean/kornli/xnli.test.ko.tsv",
+    },
+    "korsts": {split: f"korean/korsts/sts-{split}.tsv" for split in ("train", "dev", "test")},
+    "wnut17": {
+        "train": "ner/wnut17/wnut17train.conll",
+        "dev": "ner/wnut17/emerging.dev.conll",
+        "test": "ner/wnut17/emerging.test.annotated",
+    },
+    "korquad": _dev_only("qa/korquad", "KorQuAD_v1.0_dev.json", "KorQuAD_v1.0_train.json"),
+    "xquad-en": _dev_only("qa/xquad", "xquad.en.json"),
+    "squad": {"train": "qa/squad/train-v1.1.json", "test": "qa/squad/dev-v1.1.json"},
+}
+GLUE_TEST_NOTE = "official GLUE dev set, reported as test"
+DEV_AS_TEST = "official dev set, reported as test"
+
+
+def _data_layout(task: str, test_note: str = "") -> Callable[[Path], Layout]:
+    """The layout of a task's :data:`DATA_FILES` under a data directory."""
+    files = DATA_FILES[task]
+
     def layout(d: Path) -> Layout:
-        return Layout(
-            train=d / "glue" / name / train,
-            test=d / "glue" / name / dev,
-            test_note="official GLUE dev set, reported as test",
-        )
+        path = {role: d / rel for role, rel in files.items()}
+        if "pool" not in path:
+            return Layout(path.get("train"), path.get("dev"), path.get("test"), None, test_note)
+        # a dev-only set (split 80/10/10), unless its official train file is there too:
+        # then train is train and the official dev set is reported as test (as for GLUE)
+        if "train" in path and path["train"].is_file():
+            return Layout(train=path["train"], test=path["pool"], test_note=DEV_AS_TEST)
+        return Layout(pool=path["pool"])
 
     return layout
 
@@ -405,14 +497,23 @@ def _builtin(
 
 def _mrpc_layout(d: Path) -> Layout:
     """GLUE MRPC; train rebuilt from msr_paraphrase_train.txt minus dev_ids.tsv when present."""
-    base = d / "glue" / "MRPC"
-    raw = base / "msr_paraphrase_train.txt"
-    canonical = raw.is_file() and (base / "dev_ids.tsv").is_file()
+    files = {role: d / rel for role, rel in DATA_FILES["mrpc"].items()}
+    canonical = files["msr_train"].is_file() and files["dev_ids"].is_file()
     return Layout(
-        train=raw if canonical else base / "train.tsv",
-        test=base / "dev.tsv",
-        test_note="official GLUE dev set, reported as test",
+        train=files["msr_train"] if canonical else files["train"],
+        test=files["test"],
+        test_note=GLUE_TEST_NOTE,
     )
+
+
+def mrpc_dev_ids(path: Path) -> set[tuple[str, str]]:
+    """The (#1 ID, #2 ID) pairs of GLUE's MRPC dev set (``dev_ids.tsv``)."""
+    dev_ids = set()
+    for line in path.read_text(encoding="utf-8-sig").split("\n"):
+        if line.strip():
+            a, b = line.strip().split("\t")
+            dev_ids.add((a, b))
+    return dev_ids
 
 
 def _mrpc_train(path: Path) -> list[TextExample]:
@@ -421,11 +522,7 @@ def _mrpc_train(path: Path) -> list[TextExample]:
     ids = path.parent / "dev_ids.tsv"
     reader = _glue_reader("#1 String", "#2 String", "Quality", MRPC_LABELS)
     if path.name == "msr_paraphrase_train.txt" and ids.is_file():
-        dev_ids = set()
-        for line in ids.read_text(encoding="utf-8-sig").split("\n"):
-            if line.strip():
-                a, b = line.strip().split("\t")
-                dev_ids.add((a, b))
+        dev_ids = mrpc_dev_ids(ids)
         names, rows = read_tsv(raw)
         keep = [(n, r) for n, r in rows if (r["#1 ID"], r["#2 ID"]) not in dev_ids]
         return text_examples(raw, keep, "#1 String", "#2 String", "Quality", False, MRPC_LABELS)
@@ -440,36 +537,43 @@ def _nsmc_read(p: Path) -> list[TextExample]:
 
 
 def _nsmc_loader(spec: TaskSpec, opts: DataOptions) -> Splits:
-    d = resolve_data_dir(opts.data_dir) / "nsmc"
-    seed = opts.split_seed
-    strata = _strata("classification")
-
-    read = _nsmc_read
+    d = resolve_data_dir(opts.data_dir)
+    files = {role: d / rel for role, rel in DATA_FILES["nsmc"].items()}
     train_p = Path(opts.train_file) if opts.train_file else None
-    if train_p is None and (d / "ratings_train.txt").is_file():
-        train_p = d / "ratings_train.txt"
-    notes: dict[str, str] = {}
+    if train_p is None and files["train"].is_file():
+        train_p = files["train"]
     if train_p is not None:
-        train = read(train_p)
-        notes["train"] = str(train_p)
-        test_p = Path(opts.test_file) if opts.test_file else d / "ratings_test.txt"
-        test = read(test_p) if test_p.is_file() or test_p.is_dir() else []
-        notes["test"] = str(test_p) if test else "none (no ratings_test.txt; pass --test-file)"
-        if opts.dev_file:
-            dev = read(Path(opts.dev_file))
-            notes["dev"] = opts.dev_file
-        else:
-            train, dev = seeded_split(train, [0.9, 0.1], seed, **strata)
-            notes["train"] += f": seeded 90% (split_seed {seed})"
-            notes["dev"] = f"{train_p}: seeded 10% (split_seed {seed})"
-        return Splits(train, dev, test, notes)
-    raw = d / "raw_subset"
-    if not raw.is_dir():
+        return _nsmc_official(spec, opts, train_p, files["test"])
+    if not files["raw"].is_dir():
         raise FileNotFoundError(
-            f"{raw}: NSMC raw review files not found, and no {d / 'ratings_train.txt'}; set "
+            f"{files['raw']}: NSMC raw review files not found, and no {files['train']}; set "
             "--data-dir or ELECTRA_DATA_DIR, pass --train-file ratings_train.txt, or run the "
             "download helper"
         )
+    return _nsmc_from_raw(spec, opts, files["raw"])
+
+
+def _nsmc_official(spec: TaskSpec, opts: DataOptions, train_p: Path, test_p: Path) -> Splits:
+    """NSMC from ratings_train.txt (dev: a seeded 10% of it) and ratings_test.txt."""
+    seed = opts.split_seed
+    train = _nsmc_read(train_p)
+    notes = {"train": str(train_p)}
+    test_p = Path(opts.test_file) if opts.test_file else test_p
+    test = _nsmc_read(test_p) if test_p.is_file() or test_p.is_dir() else []
+    notes["test"] = str(test_p) if test else "none (no ratings_test.txt; pass --test-file)"
+    if opts.dev_file:
+        dev = _nsmc_read(Path(opts.dev_file))
+        notes["dev"] = opts.dev_file
+    else:
+        train, dev = seeded_split(train, [0.9, 0.1], seed, **spec.family.split_strata())
+        notes["train"] += f": seeded 90% (split_seed {seed})"
+        notes["dev"] = f"{train_p}: seeded 10% (split_seed {seed})"
+    return Splits(train, dev, test, notes)
+
+
+def _nsmc_from_raw(spec: TaskSpec, opts: DataOptions, raw: Path) -> Splits:
+    """NSMC built from the raw review files, balanced unless ``--no-balance``, split 60/20/20."""
+    seed = opts.split_seed
     examples, stats = read_nsmc_raw(raw)
     built = (
         f"{raw}: NSMC rule (1-4 negative, 9-10 positive, 5-8 dropped), de-duplicated "
@@ -486,54 +590,16 @@ def _nsmc_loader(spec: TaskSpec, opts: DataOptions) -> Splits:
         )
     else:
         built += "; unbalanced (--no-balance: every review kept)"
-    train, dev, test = seeded_split(examples, [0.6, 0.2, 0.2], seed, **strata)
-    notes = {
-        "source": built,
-        "train": f"seeded stratified 60% (split_seed {seed})",
-        "dev": f"seeded stratified 20% (split_seed {seed})",
-        "test": f"seeded stratified 20% (split_seed {seed})",
-    }
+    slices = seeded_split(examples, [0.6, 0.2, 0.2], seed, **spec.family.split_strata())
+    parts = dict(zip(("train", "dev", "test"), slices, strict=True))
+    notes = {"source": built}
+    for kind, share in (("train", 60), ("dev", 20), ("test", 20)):
+        notes[kind] = f"seeded stratified {share}% (split_seed {seed})"
     for kind in ("dev", "test"):
-        if getattr(opts, f"{kind}_file"):
-            p = Path(getattr(opts, f"{kind}_file"))
-            if kind == "dev":
-                dev = read(p)
-            else:
-                test = read(p)
-            notes[kind] = str(p)
-    return Splits(train, dev, test, notes)
-
-
-def _custom_reader(opts: DataOptions, family: str) -> Callable[[Path], list[Any]]:
-    if family == "qa":
-        return lambda p: read_squad(p)
-    if family == "tagging":
-
-        def read_tags(p: Path) -> list[TaggingExample]:
-            if p.suffix.lower() in (".jsonl", ".ndjson", ".json"):
-                _, rows = read_jsonl(p) if p.suffix.lower() != ".json" else read_json_array(p)
-                cols = list(rows[0][1]) if rows else []
-                tok_col = opts.text_column or "tokens"
-                tag_col = opts.label_column or "tags"
-                require_columns(p, cols, {"--text-column": tok_col, "--label-column": tag_col})
-                return tagging_from_rows(p, rows, tok_col, tag_col)
-            return read_conll(p)
-
-        return read_tags
-    text_col = opts.text_column or "text"
-    label_col = opts.label_column or "label"
-    pair_col = opts.text_pair_column or None
-
-    def read(p: Path) -> list[TextExample]:
-        names, rows = read_table(p)
-        needed = {"--text-column": text_col, "--label-column": label_col}
-        if pair_col:
-            needed["--text-pair-column"] = pair_col
-        if p.suffix.lower() in (".csv", ".tsv", ".tab"):
-            require_columns(p, names, needed)
-        return text_examples(p, rows, text_col, pair_col, label_col, family == "regression")
-
-    return read
+        user = getattr(opts, f"{kind}_file")
+        if user:
+            parts[kind], notes[kind] = _nsmc_read(Path(user)), str(Path(user))
+    return Splits(parts["train"], parts["dev"], parts["test"], notes)
 
 
 def _custom_loader(spec: TaskSpec, opts: DataOptions) -> Splits:
@@ -542,12 +608,7 @@ def _custom_loader(spec: TaskSpec, opts: DataOptions) -> Splits:
             "task 'custom' needs --train-file (and optionally --dev-file, --test-file), "
             "with --text-column/--text-pair-column/--label-column for tables"
         )
-    family = opts.task_type or "classification"
-    if family not in FAMILIES:
-        raise ValueError(f"--task-type must be one of {', '.join(FAMILIES)}; got {family!r}")
-    reader = _custom_reader(opts, family)
-    spec = replace(spec, family=family)
-    splits = _assemble(spec, opts, Layout(), reader)
+    splits = _assemble(spec, opts, Layout(), spec.family.custom_reader(opts))
     if not opts.test_file:
         # carve a test split from train as well
         src = splits.notes["train"]
@@ -557,7 +618,7 @@ def _custom_loader(spec: TaskSpec, opts: DataOptions) -> Splits:
             else opts.test_fraction
         )
         splits.train, splits.test = seeded_split(
-            splits.train, [1 - f, f], opts.split_seed + 1, **_strata(family)
+            splits.train, [1 - f, f], opts.split_seed + 1, **spec.family.split_strata()
         )
         splits.notes["train"] = f"{src}, then seeded {1 - f:.0%} of that"
         splits.notes["test"] = f"{src}: seeded slice (split_seed {opts.split_seed + 1})"
@@ -588,24 +649,11 @@ def _fixed(mapping: dict[str, str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(mapping.values()))
 
 
-def _single(d: Path, *parts: str, train: str | None = None) -> Layout:
-    """A dev-only set (split 80/10/10), unless its official train file is there too:
-    then train is train and the official dev set is reported as test (as for GLUE)."""
-    pool = d.joinpath(*parts)
-    if train is not None and (pool.parent / train).is_file():
-        return Layout(
-            train=pool.parent / train, test=pool, test_note="official dev set, reported as test"
-        )
-    return Layout(pool=pool)
-
-
 TASKS: dict[str, TaskSpec] = {}
 
 
 def register(spec: TaskSpec) -> TaskSpec:
     """Add a task to the registry (also for users' own tasks in Python)."""
-    if spec.family not in FAMILIES:
-        raise ValueError(f"task {spec.name!r}: unknown family {spec.family!r}")
     if spec.reader is None and hasattr(spec.loader, "reader"):
         spec = replace(spec, reader=spec.loader.reader)
     TASKS[spec.name] = spec
@@ -615,7 +663,7 @@ def register(spec: TaskSpec) -> TaskSpec:
 for _spec in [
     TaskSpec(
         "nsmc",
-        "classification",
+        CLASSIFICATION,
         "accuracy",
         "Naver movie review sentiment (Korean, binary)",
         _nsmc_loader,
@@ -624,20 +672,22 @@ for _spec in [
     ),
     TaskSpec(
         "sst2",
-        "classification",
+        CLASSIFICATION,
         "accuracy",
         "GLUE SST-2 sentiment",
-        _builtin(_layout_glue("SST-2"), _glue_reader("sentence", None, "label", BINARY)),
+        _builtin(
+            _data_layout("sst2", GLUE_TEST_NOTE), _glue_reader("sentence", None, "label", BINARY)
+        ),
         labels=_fixed(BINARY),
         glue="sst2",
     ),
     TaskSpec(
         "cola",
-        "classification",
+        CLASSIFICATION,
         "mcc",
         "GLUE CoLA acceptability (Matthews correlation)",
         _builtin(
-            _layout_glue("CoLA"),
+            _data_layout("cola", GLUE_TEST_NOTE),
             _glue_reader(
                 "sentence",
                 None,
@@ -652,7 +702,7 @@ for _spec in [
     ),
     TaskSpec(
         "mrpc",
-        "classification",
+        CLASSIFICATION,
         "acc_and_f1",
         "GLUE MRPC paraphrase (accuracy and F1)",
         _builtin(_mrpc_layout, _mrpc_train),
@@ -661,30 +711,36 @@ for _spec in [
     ),
     TaskSpec(
         "stsb",
-        "regression",
+        REGRESSION,
         "spearman",
         "GLUE STS-B similarity 0-5 (Spearman; Pearson reported)",
         _builtin(
-            _layout_glue("STS-B"), _glue_reader("sentence1", "sentence2", "score", None, True)
+            _data_layout("stsb", GLUE_TEST_NOTE),
+            _glue_reader("sentence1", "sentence2", "score", None, True),
         ),
         glue="stsb",
+        epochs=10,
     ),
     TaskSpec(
         "rte",
-        "classification",
+        CLASSIFICATION,
         "accuracy",
         "GLUE RTE entailment",
-        _builtin(_layout_glue("RTE"), _glue_reader("sentence1", "sentence2", "label", RTE_LABELS)),
+        _builtin(
+            _data_layout("rte", GLUE_TEST_NOTE),
+            _glue_reader("sentence1", "sentence2", "label", RTE_LABELS),
+        ),
         labels=_fixed(RTE_LABELS),
         glue="rte",
+        epochs=10,
     ),
     TaskSpec(
         "qnli",
-        "classification",
+        CLASSIFICATION,
         "accuracy",
         "GLUE QNLI (only dev staged: split 80/10/10)",
         _builtin(
-            lambda d: _single(d, "glue", "QNLI", "dev.tsv", train="train.tsv"),
+            _data_layout("qnli"),
             _glue_reader("question", "sentence", "label", RTE_LABELS),
         ),
         labels=_fixed(RTE_LABELS),
@@ -692,134 +748,113 @@ for _spec in [
     ),
     TaskSpec(
         "wnli",
-        "classification",
+        CLASSIFICATION,
         "accuracy",
         "GLUE WNLI (excluded from the GLUE average, as in BERT/ELECTRA)",
         _builtin(
-            _layout_glue("WNLI"), _glue_reader("sentence1", "sentence2", "label", WNLI_LABELS)
+            _data_layout("wnli", GLUE_TEST_NOTE),
+            _glue_reader("sentence1", "sentence2", "label", WNLI_LABELS),
         ),
         labels=_fixed(WNLI_LABELS),
         glue="wnli",
     ),
     TaskSpec(
         "klue-nli",
-        "classification",
+        CLASSIFICATION,
         "accuracy",
         "KLUE NLI (dev only: split 80/10/10)",
         _builtin(
-            lambda d: _single(
-                d, "klue", "nli", "klue-nli-v1.1_dev.json", train="klue-nli-v1.1_train.json"
-            ),
+            _data_layout("klue-nli"),
             _klue_json_reader("premise", "hypothesis", False, NLI3),
         ),
         labels=_fixed(NLI3),
     ),
     TaskSpec(
         "klue-sts",
-        "regression",
+        REGRESSION,
         "pearson",
         "KLUE STS 0-5 (dev only: split 80/10/10; Pearson as KLUE)",
         _builtin(
-            lambda d: _single(
-                d, "klue", "sts", "klue-sts-v1.1_dev.json", train="klue-sts-v1.1_train.json"
-            ),
+            _data_layout("klue-sts"),
             _klue_json_reader("sentence1", "sentence2", True, None),
         ),
+        epochs=10,
     ),
     TaskSpec(
         "klue-ner",
-        "tagging",
+        TAGGING,
         "f1",
         "KLUE NER, character-level BIO (dev only: split 80/10/10)",
         _builtin(
-            lambda d: _single(
-                d, "klue", "ner", "klue-ner-v1.1_dev.tsv", train="klue-ner-v1.1_train.tsv"
-            ),
+            _data_layout("klue-ner"),
             read_klue_ner,
         ),
         labels=KLUE_NER_TAGS,
     ),
     TaskSpec(
         "kornli",
-        "classification",
+        CLASSIFICATION,
         "accuracy",
         "KorNLI (XNLI-ko dev as dev, test as test; train via --train-file)",
         _builtin(
-            lambda d: Layout(
-                train=d / "korean" / "kornli" / "multinli.train.ko.tsv",
-                dev=d / "korean" / "kornli" / "xnli.dev.ko.tsv",
-                test=d / "korean" / "kornli" / "xnli.test.ko.tsv",
-            ),
+            _data_layout("kornli"),
             _glue_reader("sentence1", "sentence2", "gold_label", NLI3),
         ),
         labels=_fixed(NLI3),
     ),
     TaskSpec(
         "korsts",
-        "regression",
+        REGRESSION,
         "spearman",
         "KorSTS similarity 0-5 (official train/dev/test)",
         _builtin(
-            lambda d: Layout(
-                train=d / "korean" / "korsts" / "sts-train.tsv",
-                dev=d / "korean" / "korsts" / "sts-dev.tsv",
-                test=d / "korean" / "korsts" / "sts-test.tsv",
-            ),
+            _data_layout("korsts"),
             _glue_reader("sentence1", "sentence2", "score", None, True),
         ),
+        epochs=10,
     ),
     TaskSpec(
         "wnut17",
-        "tagging",
+        TAGGING,
         "f1",
         "WNUT-17 emerging entities, word-level BIO (official train/dev/test)",
         _builtin(
-            lambda d: Layout(
-                train=d / "ner" / "wnut17" / "wnut17train.conll",
-                dev=d / "ner" / "wnut17" / "emerging.dev.conll",
-                test=d / "ner" / "wnut17" / "emerging.test.annotated",
-            ),
+            _data_layout("wnut17"),
             read_conll,
         ),
         labels=WNUT_TAGS,
     ),
     TaskSpec(
         "korquad",
-        "qa",
+        QA,
         "f1",
         "KorQuAD 1.0 (dev only: split 80/10/10 by article; KorQuAD EM/F1)",
         _builtin(
-            lambda d: _single(
-                d, "qa", "korquad", "KorQuAD_v1.0_dev.json", train="KorQuAD_v1.0_train.json"
-            ),
+            _data_layout("korquad"),
             read_squad,
         ),
         qa_style="korquad",
     ),
     TaskSpec(
         "xquad-en",
-        "qa",
+        QA,
         "f1",
         "XQuAD English (SQuAD v1.1 dev subset; split 80/10/10 by article)",
-        _builtin(lambda d: _single(d, "qa", "xquad", "xquad.en.json"), read_squad),
+        _builtin(_data_layout("xquad-en"), read_squad),
     ),
     TaskSpec(
         "squad",
-        "qa",
+        QA,
         "f1",
         "SQuAD v1.1 (qa/squad/train-v1.1.json, dev-v1.1.json as test; or --train-file)",
         _builtin(
-            lambda d: Layout(
-                train=d / "qa" / "squad" / "train-v1.1.json",
-                test=d / "qa" / "squad" / "dev-v1.1.json",
-                test_note="official SQuAD dev set, reported as test",
-            ),
+            _data_layout("squad", "official SQuAD dev set, reported as test"),
             read_squad,
         ),
     ),
     TaskSpec(
         "custom",
-        "classification",
+        CLASSIFICATION,
         "",
         "your own CSV/TSV/JSONL/CoNLL/SQuAD files (--train-file, --task-type)",
         _custom_loader,
@@ -839,13 +874,6 @@ ALIASES = {
     "korquad1": "korquad",
 }
 
-DEFAULT_MAIN_METRIC = {
-    "classification": "accuracy",
-    "regression": "spearman",
-    "tagging": "f1",
-    "qa": "f1",
-}
-
 
 def get_task(name: str) -> TaskSpec:
     """The task called ``name`` (case-insensitive, a few aliases); clear error otherwise."""
@@ -863,49 +891,31 @@ def get_task(name: str) -> TaskSpec:
 # ---------------------------------------------------------------------------
 
 
-def _label_sort_key(label: str) -> tuple[int, float, str]:
-    try:
-        return (0, float(label), label)
-    except ValueError:
-        return (1, 0.0, label)
-
-
 def infer_labels(spec: TaskSpec, train: Sequence[Any]) -> list[str]:
     """The label set: fixed for built-in tasks, else inferred from train."""
-    if spec.family in ("regression", "qa"):
+    if not spec.family.has_labels:
         return []
     if spec.labels is not None:
         return list(spec.labels)
-    if spec.family == "tagging":
-        tags = {t for e in train for t in (e.tags or [])}
-        types = sorted({t[2:] for t in tags if t != "O"})
-        return ["O"] + [f"{p}-{t}" for t in types for p in ("B", "I")]
-    return sorted({e.label for e in train}, key=_label_sort_key)
+    return spec.family.infer_labels(train)
 
 
 def check_labels(
     spec: TaskSpec, splits: Splits, labels: Sequence[str], origin: str | None = None
 ) -> None:
     """Every dev/test label must be one the model can predict (i.e. seen in train)."""
-    if spec.family in ("regression", "qa"):
-        return
-    known = set(labels)
     if origin is None:
         origin = "the task's label set" if spec.labels is not None else "train"
     for kind in ("train", "dev", "test"):
-        for e in getattr(splits, kind):
-            if spec.family == "tagging":
-                bad = next((t for t in (e.tags or []) if t not in known), None)
-                if bad is not None:
-                    raise DatasetError(
-                        f"{e.source}, field 'tag': {kind} tag {bad!r} does not occur in "
-                        f"{origin} (tags: {', '.join(labels)})"
-                    )
-            elif e.label is not None and e.label not in known:
-                raise DatasetError(
-                    f"{e.source}, field 'label': {kind} label {e.label!r} does not occur in "
-                    f"{origin} (labels: {', '.join(map(str, labels))})"
-                )
+        spec.family.check_labels(getattr(splits, kind), labels, kind, origin)
+
+
+def custom_task(family: str | Family) -> TaskSpec:
+    """The ``custom`` task of one family (``--task-type``): its metric, reader and splits."""
+    if isinstance(family, str) and family not in family_names():
+        raise ValueError(f"--task-type must be one of {', '.join(family_names())}; got {family!r}")
+    fam = get_family(family)
+    return replace(TASKS["custom"], family=fam, main_metric=fam.main_metric)
 
 
 def load_task_data(
@@ -917,13 +927,10 @@ def load_task_data(
     opts = options or DataOptions()
     spec = get_task(task) if isinstance(task, str) else task
     if spec.name == "custom":
-        family = opts.task_type or "classification"
-        if family not in FAMILIES:
-            raise ValueError(f"--task-type must be one of {', '.join(FAMILIES)}; got {family!r}")
-        spec = replace(spec, family=family, main_metric=DEFAULT_MAIN_METRIC[family])
-    elif opts.task_type and opts.task_type != spec.family:
+        spec = custom_task(opts.task_type or CLASSIFICATION)
+    elif opts.task_type and opts.task_type != spec.family.name:
         raise ValueError(
-            f"--task-type {opts.task_type!r} does not fit task {spec.name!r} ({spec.family})"
+            f"--task-type {opts.task_type!r} does not fit task {spec.name!r} ({spec.family.name})"
         )
     splits = spec.loader(spec, opts)
     if not splits.train:
@@ -942,7 +949,7 @@ def read_task_file(
     opts = options or DataOptions()
     p = Path(path)
     if spec.name == "custom" or spec.reader is None:
-        return _custom_reader(opts, spec.family)(p)
+        return spec.family.custom_reader(opts)(p)
     return spec.reader(p)
 
 
@@ -1011,6 +1018,7 @@ __all__ = [
     "TaskSpec",
     "TASKS",
     "check_labels",
+    "custom_task",
     "get_task",
     "infer_labels",
     "load_task_data",

@@ -1,0 +1,562 @@
+"""The ``electra finetune`` and ``electra evaluate`` commands and their options.
+
+See :mod:`electra.finetune.run` for what they write; the loop is in
+:mod:`~electra.finetune.training`, the results files in
+:mod:`~electra.finetune.results`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from tokenizers import Tokenizer
+
+from electra.finetune.baselines import compute_floors
+from electra.finetune.common import FeatureSettings, check_bert_template, prepared_tokenizer
+from electra.finetune.families import family_names
+from electra.finetune.modeling import Finetuned, load_finetuned
+from electra.finetune.recipe import Recipe, make_recipe
+from electra.finetune.results import (
+    RESULTS_FORMAT,
+    model_section,
+    now,
+    print_report,
+    save_replacing,
+    task_info,
+    task_section,
+    update_summary,
+    versions,
+    write_json,
+    write_predictions,
+)
+from electra.finetune.tasks import (
+    TASKS,
+    DataOptions,
+    TaskData,
+    TaskSpec,
+    custom_task,
+    get_task,
+    load_task_data,
+    read_task_file,
+    subsample,
+)
+from electra.finetune.training import (
+    Prepared,
+    TrainingJob,
+    default_bf16,
+    evaluate_prepared,
+    gpu_defaults,
+    prepare,
+    resolve_device,
+    run_model,
+    train_seed,
+    truncated,
+)
+from electra.hf import read_config
+from electra.tokenizer import load_tokenizer, special_ids
+
+# ---------------------------------------------------------------------------
+# electra finetune
+# ---------------------------------------------------------------------------
+
+
+def _doc(text: str, **kw: Any) -> Any:
+    return field(metadata={"doc": text, **kw.pop("meta", {})}, **kw)
+
+
+@dataclass
+class FinetuneArgs:
+    """Options of ``electra finetune``."""
+
+    model: str = _doc("Model directory to start from: our export or any Hugging Face ELECTRA.")
+    task: str = _doc(f"Task: {', '.join(TASKS)}.", default="custom")
+    output: str = _doc("Output directory (results.json, model/).", default="", meta={"short": "-o"})
+    data_dir: str = _doc(
+        "Data directory in the shared/data layout (default: $ELECTRA_DATA_DIR or "
+        "<repo>/../shared/data).",
+        default="",
+    )
+    train_file: str = _doc("Training file (custom task, or to replace a task's).", default="")
+    dev_file: str = _doc("Dev file (default: a seeded slice of train).", default="")
+    test_file: str = _doc("Test file.", default="")
+    task_type: str = _doc(f"Family of a custom task: {', '.join(family_names())}.", default="")
+    text_column: str = _doc("Text column of a custom table (default: text).", default="")
+    text_pair_column: str = _doc("Second-text column for pairs.", default="")
+    label_column: str = _doc("Label column of a custom table (default: label).", default="")
+    tokenizer: str = _doc("Tokenizer directory or file (default: the model's).", default="")
+    size: Literal["auto", "small", "base", "large"] = _doc(
+        "Table 7 recipe to use; auto infers it from the hidden size.", default="auto"
+    )
+    learning_rate: float | None = _doc("Peak learning rate (default: Table 7).", default=None)
+    layer_decay: float | None = _doc(
+        "Layer-wise learning-rate decay (default: Table 7; 1 disables).", default=None
+    )
+    layerwise_decay_official_offset: bool = _doc(
+        "Reproduce the official code's off-by-one (top layer lr*decay^2).", default=False
+    )
+    warmup_fraction: float = _doc("Fraction of steps of linear warmup.", default=0.1)
+    weight_decay: float = _doc("AdamW weight decay (not on biases/LayerNorm).", default=0.0)
+    batch_size: int = _doc("Training batch size (per optimizer step).", default=32)
+    micro_batch_size: int = _doc(
+        "Examples per forward pass; smaller than --batch-size accumulates gradients (0: same).",
+        default=0,
+    )
+    eval_batch_size: int = _doc("Evaluation batch size.", default=64)
+    epochs: int | None = _doc("Epochs (default: 10 RTE/STS, 2 QA, 3 otherwise).", default=None)
+    max_length: int | None = _doc("Max tokens per input (default: 128; QA 384).", default=None)
+    doc_stride: int = _doc("QA: tokens between the starts of context windows.", default=128)
+    max_query_length: int = _doc("QA: max question tokens.", default=64)
+    max_answer_length: int = _doc("QA: max answer tokens.", default=30)
+    seeds: list[int] = _doc("Fine-tuning seeds (one run each).", default_factory=lambda: [1])
+    split_seed: int = _doc("Seed of the train/dev/test splits made here.", default=42)
+    balance: bool = _doc(
+        "NSMC from raw reviews: down-sample the majority class to 50/50 like the official "
+        "corpus (--no-balance keeps every review).",
+        default=True,
+    )
+    select_by: Literal["metric", "loss"] = _doc(
+        "Select the best epoch by the dev metric or the dev loss.", default="metric"
+    )
+    main_metric: str = _doc("Dev metric to select on (default: the task's).", default="")
+    max_train_examples: int = _doc("Use at most N training examples (0: all).", default=0)
+    max_eval_examples: int = _doc("Use at most N dev and test examples (0: all).", default=0)
+    device: str = _doc("auto, cpu, cuda or cuda:N.", default="auto")
+    bf16: bool | None = _doc(
+        "bfloat16 autocast (default: where the GPU or CPU has native bf16).", default=None
+    )
+    grad_clip: float = _doc("Gradient clipping max norm (0: off).", default=1.0)
+    keep_all_seeds: bool = _doc("Keep every seed's best model under OUT/seeds/.", default=False)
+    floors: bool = _doc(
+        "Score the floors on the same split: majority class (or training mean) and TF-IDF + "
+        "logistic (ridge) regression.",
+        default=True,
+    )
+    floors_cache: str = _doc(
+        "Directory caching the floors per split (default: OUT/floors).", default=""
+    )
+    progress: bool = _doc("Show progress bars.", default=True)
+
+    def data_options(self) -> DataOptions:
+        def absolute(p: str) -> str:
+            return str(Path(p).resolve()) if p else ""
+
+        return DataOptions(
+            data_dir=absolute(self.data_dir),
+            train_file=absolute(self.train_file),
+            dev_file=absolute(self.dev_file),
+            test_file=absolute(self.test_file),
+            task_type=self.task_type,
+            text_column=self.text_column,
+            text_pair_column=self.text_pair_column,
+            label_column=self.label_column,
+            split_seed=self.split_seed,
+            balance=self.balance,
+        )
+
+
+RECIPE_FLAGS = (
+    "learning_rate",
+    "layer_decay",
+    "layerwise_decay_official_offset",
+    "warmup_fraction",
+    "weight_decay",
+    "batch_size",
+    "micro_batch_size",
+    "eval_batch_size",
+    "epochs",
+    "max_length",
+    "doc_stride",
+    "max_query_length",
+    "max_answer_length",
+    "grad_clip",
+    "select_by",
+)
+
+
+def build_recipe(args: FinetuneArgs, data: TaskData, cfg: Any, device: torch.device) -> Recipe:
+    """Table 7 for the model's size and the task, then the flags given."""
+    spec = data.spec
+    overrides = {name: getattr(args, name) for name in RECIPE_FLAGS}
+    overrides["main_metric"] = args.main_metric or spec.main_metric
+    overrides["seeds"] = list(args.seeds)
+    overrides["bf16"] = default_bf16(device) if args.bf16 is None else args.bf16
+    recipe = make_recipe(
+        task=spec.name,
+        family=spec.family,
+        hidden_size=cfg.hidden_size,
+        size=args.size,
+        overrides=overrides,
+    )
+    if recipe.max_length > cfg.max_position_embeddings:
+        raise ValueError(
+            f"--max-length {recipe.max_length} exceeds the model's max_position_embeddings "
+            f"{cfg.max_position_embeddings}"
+        )
+    return recipe
+
+
+def feature_settings(recipe: Recipe) -> FeatureSettings:
+    return FeatureSettings(
+        max_length=recipe.max_length,
+        doc_stride=recipe.doc_stride,
+        max_query_length=recipe.max_query_length,
+        max_answer_length=recipe.max_answer_length,
+        n_best=recipe.n_best,
+    )
+
+
+def load_checked_tokenizer(tok_source: Path, cfg: Any) -> Tokenizer:
+    """The tokenizer, checked to fit the model's vocabulary and to add [CLS] ... [SEP]."""
+    tokenizer = load_tokenizer(tok_source)
+    ids = special_ids(tokenizer)
+    if ids.vocab_size > cfg.vocab_size:
+        raise ValueError(
+            f"tokenizer {tok_source} has {ids.vocab_size} tokens but the model's vocab_size is "
+            f"{cfg.vocab_size}; use the model's own tokenizer"
+        )
+    check_bert_template(tokenizer, ids.cls, ids.sep)
+    return tokenizer
+
+
+def check_main_metric(data: TaskData, main_metric: str) -> None:
+    allowed = data.spec.family.metric_names(len(data.labels))
+    if main_metric not in allowed:
+        raise ValueError(
+            f"--main-metric {main_metric!r} is not a metric of {data.spec.family.name} tasks; "
+            f"choose one of {', '.join(allowed)}"
+        )
+
+
+def featurize_splits(
+    args: FinetuneArgs, data: TaskData, tokenizer: Tokenizer, settings: FeatureSettings
+) -> tuple[dict[str, Prepared | None], float]:
+    """Subsampled and featurised train/dev/test (test None when empty), warning of truncation."""
+    family, seed = data.spec.family, data.options.split_seed
+    t0 = time.perf_counter()
+    parts: dict[str, Prepared | None] = {}
+    for kind in ("train", "dev", "test"):
+        limit = args.max_train_examples if kind == "train" else args.max_eval_examples
+        examples = subsample(getattr(data.splits, kind), limit, seed)
+        keep = examples or kind != "test"
+        parts[kind] = prepare(family, examples, tokenizer, settings, data.labels) if keep else None
+    seconds = time.perf_counter() - t0
+    for kind, part in parts.items():
+        if part and part.truncated:
+            print(
+                f"warning: {part.truncated} of {len(part.examples)} {kind} examples are longer "
+                f"than --max-length {settings.max_length} tokens and were truncated",
+                file=sys.stderr,
+            )
+    return parts, seconds
+
+
+def floors_of(args: FinetuneArgs, data: TaskData, main_metric: str, parts: dict) -> Any:
+    """Majority/mean and TF-IDF floors on exactly the examples the model sees (cached)."""
+    out = Path(args.output or f"finetuned/{data.spec.name}")
+    cache = Path(args.floors_cache) if args.floors_cache else out / "floors"
+    examples = {k: (p.examples if p else []) for k, p in parts.items()}
+    return compute_floors(
+        data.spec.family,
+        data.labels,
+        main_metric,
+        examples["train"],
+        examples["dev"],
+        examples["test"],
+        cache,
+    )
+
+
+def run_seeds(
+    job: TrainingJob, results: dict[str, Any], out_dir: Path, args: FinetuneArgs, tok: Path
+) -> None:
+    """Train every seed; keep the best on dev as OUT/model; rewrite results.json each time."""
+    info_base = task_info(job, args.data_options(), results["task"])
+    best_overall: float | None = None
+    for seed in job.recipe.seeds:
+        run = train_seed(job, seed)
+        model, test_preds = run.pop("model"), run.pop("test_predictions")
+        info = dataclasses.replace(
+            info_base, seed=seed, best_epoch=run["best_epoch"], dev_scores=run["dev"], created=now()
+        )
+        if job.recipe.select_by == "metric":
+            value = run["dev"][job.recipe.main_metric]
+        else:
+            value = -run["dev_loss"]
+        if best_overall is None or value > best_overall:
+            best_overall = value
+            save_replacing(model, out_dir / "model", info, tok)
+            results["best_seed"] = seed
+            results["saved_model"] = str((out_dir / "model").resolve())
+            if job.test is not None and test_preds is not None:
+                path = out_dir / "test_predictions.jsonl"
+                write_predictions(path, job, job.test, test_preds)
+                results["test_predictions"] = str(path.resolve())
+        if args.keep_all_seeds:
+            save_replacing(model, out_dir / "seeds" / f"seed-{seed}", info, tok)
+            run["saved_model"] = str((out_dir / "seeds" / f"seed-{seed}").resolve())
+        del model
+        results["seeds"].append(run)
+        update_summary(results)
+        write_json(out_dir / "results.json", results)
+
+
+def start_results(job: TrainingJob, data: TaskData, parts: dict, extra: dict[str, Any]) -> dict:
+    """results.json before the first seed (``complete`` false)."""
+    return {
+        "format": RESULTS_FORMAT,
+        "command": "finetune",
+        "created": now(),
+        "complete": False,
+        "task": task_section(data, job.recipe.main_metric, parts),
+        "model": extra["model"],
+        "recipe": job.recipe.to_dict(),
+        "device": str(job.device),
+        "scale": "fractions (accuracy 0.91 = 91%); tables print x100",
+        "seeds": [],
+        "summary": {},
+        "versions": versions(),
+        "timings": {"featurize_seconds": extra["featurize_seconds"]},
+    }
+
+
+def finetune(args: FinetuneArgs) -> dict[str, Any]:
+    """Fine-tune ``args.model`` on a task for every seed; returns the results dict."""
+    t_start = time.perf_counter()
+    spec = get_task(args.task)
+    model_dir = Path(args.model)
+    if not model_dir.is_dir():
+        raise FileNotFoundError(f"{model_dir}: no such model directory")
+    device = resolve_device(args.device)
+    gpu_defaults(device)
+    cfg, raw_config = read_config(model_dir)
+    data = load_task_data(spec, args.data_options())
+    recipe = build_recipe(args, data, cfg, device)
+    settings = feature_settings(recipe)
+    tok_source = Path(args.tokenizer) if args.tokenizer else model_dir
+    tokenizer = load_checked_tokenizer(tok_source, cfg)
+    check_main_metric(data, recipe.main_metric)
+    parts, feat_seconds = featurize_splits(args, data, tokenizer, settings)
+    out_dir = Path(args.output or f"finetuned/{data.spec.name}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    job = TrainingJob(
+        model_dir=model_dir,
+        spec=data.spec,
+        recipe=recipe,
+        settings=settings,
+        labels=data.labels,
+        train=parts["train"],  # type: ignore[arg-type]
+        dev=parts["dev"],  # type: ignore[arg-type]
+        test=parts["test"],
+        num_layers=cfg.num_hidden_layers,
+        device=device,
+        pad_id=special_ids(tokenizer).pad,
+        progress=args.progress,
+    )
+    extra = {
+        "model": model_section(model_dir, cfg, raw_config, tok_source),
+        "featurize_seconds": feat_seconds,
+    }
+    results = start_results(job, data, parts, extra)
+    if args.floors:
+        results["floors"] = floors_of(args, data, recipe.main_metric, parts)
+    run_seeds(job, results, out_dir, args, tok_source)
+    results["complete"] = True
+    results["timings"]["total_seconds"] = time.perf_counter() - t_start
+    write_json(out_dir / "results.json", results)
+    print_report(job, results, out_dir)
+    return results
+
+
+def finetune_cli(args: FinetuneArgs) -> int:
+    """Fine-tune a model on a task (several seeds), save the best, write results.json.
+
+    Examples:
+      electra finetune --task nsmc --model koelectra-base-v3-discriminator
+      electra finetune --task rte --model out/export/discriminator --seeds 1 2 3 4 5
+      electra finetune --task custom --train-file reviews.csv --text-column review \\
+          --label-column stars --model MODEL
+    """
+    finetune(args)
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# electra evaluate
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class EvaluateArgs:
+    """Options of ``electra evaluate``."""
+
+    model: str = _doc("Fine-tuned model directory (from electra finetune, or a HF task model).")
+    task: str = _doc("Task (default: the one the model was fine-tuned on).", default="")
+    split: Literal["test", "dev", "train"] = _doc(
+        "Split of the task's data to score (rebuilt with the model's split seed).", default="test"
+    )
+    test_file: str = _doc("Score this file (the task's format) instead of a split.", default="")
+    data_dir: str = _doc("Data directory (default: as when fine-tuned).", default="")
+    text_column: str = _doc("Text column (custom tables).", default="")
+    text_pair_column: str = _doc("Second-text column (custom tables).", default="")
+    label_column: str = _doc("Label column (custom tables).", default="")
+    max_eval_examples: int = _doc("Score at most N examples (0: all).", default=0)
+    batch_size: int = _doc("Batch size.", default=64)
+    device: str = _doc("auto, cpu, cuda or cuda:N.", default="auto")
+    bf16: bool = _doc("bfloat16 autocast.", default=False)
+    output: str = _doc(
+        "Results JSON (default: MODEL/eval-SPLIT.json).", default="", meta={"short": "-o"}
+    )
+    progress: bool = _doc("Show progress bars.", default=True)
+
+
+def _data_options_for(ft: Finetuned, args: Any) -> DataOptions:
+    """The data options saved with the model, with the flags given to ``electra evaluate``."""
+    stored = dict(ft.info.data)
+    known = {f.name for f in dataclasses.fields(DataOptions)}
+    opts = DataOptions(**{k: v for k, v in stored.items() if k in known})
+    opts.balance = bool(stored.get("balance", False))  # models saved before balancing: all
+    if getattr(args, "data_dir", ""):
+        opts.data_dir = str(Path(args.data_dir).resolve())
+    for name in ("text_column", "text_pair_column", "label_column"):
+        if getattr(args, name, ""):
+            setattr(opts, name, getattr(args, name))
+    if not opts.task_type and ft.info.task == "custom":
+        opts.task_type = ft.info.family
+    return opts
+
+
+def task_of(ft: Finetuned, name: str, model: str) -> TaskSpec:
+    """The task to score a model on (default: its own), checked to be of the model's family."""
+    info = ft.info
+    spec = get_task(name or info.task)
+    if spec.name == "custom":
+        spec = custom_task(ft.family)
+    if spec.family is not ft.family:
+        raise ValueError(
+            f"task {spec.name!r} is a {spec.family.name} task but {model} is a {info.family} model"
+        )
+    return spec
+
+
+def examples_to_score(
+    args: EvaluateArgs, ft: Finetuned, spec: TaskSpec, opts: DataOptions
+) -> tuple[list[Any], str, str]:
+    """The examples of ``--test-file`` or of the split asked for, where they come from, which."""
+    if args.test_file:
+        examples = read_task_file(spec, args.test_file, opts)
+        spec.family.check_labels(examples, ft.info.labels, "test", "the model's labels")
+        return examples, str(Path(args.test_file).resolve()), "file"
+    data = load_task_data(spec, opts, labels=ft.info.labels or None)
+    examples = getattr(data.splits, args.split)
+    source = data.splits.notes.get(args.split, "")
+    if not examples:
+        raise ValueError(f"task {spec.name!r} has no {args.split} split ({source})")
+    return examples, source, args.split
+
+
+def evaluate(args: EvaluateArgs) -> dict[str, Any]:
+    """Score a fine-tuned model on its task's test (or dev/train) split or on a file."""
+    t0 = time.perf_counter()
+    device = resolve_device(args.device)
+    ft = load_finetuned(args.model, device)
+    info = ft.info
+    spec = task_of(ft, args.task, args.model)
+    opts = _data_options_for(ft, args)
+    examples, source, split = examples_to_score(args, ft, spec, opts)
+    examples = subsample(examples, args.max_eval_examples, opts.split_seed)
+    prepared = prepare(ft.family, examples, ft.tokenizer, info.settings, info.labels)
+    scores, loss, _ = evaluate_prepared(
+        ft.model,
+        ft.family,
+        prepared,
+        info.labels,
+        info.settings,
+        device,
+        special_ids(ft.tokenizer).pad,
+        batch_size=args.batch_size,
+        qa_style=info.qa_style or spec.qa_style,
+        bf16=args.bf16,
+        desc=f"evaluate {split}",
+        progress=args.progress,
+    )
+    result = {
+        "format": "electra-evaluate-results/1",
+        "command": "evaluate",
+        "created": now(),
+        "model": str(Path(args.model).resolve()),
+        "task": spec.name,
+        "family": spec.family.name,
+        "main_metric": info.main_metric or spec.main_metric,
+        "split": split,
+        "source": source,
+        "examples": len(examples),
+        "loss": loss,
+        "scores": scores,
+        "fine_tuning": {"seed": info.seed, "best_epoch": info.best_epoch, "recipe": info.recipe},
+        "seconds": time.perf_counter() - t0,
+        "versions": versions(),
+    }
+    out = Path(args.output) if args.output else Path(args.model) / f"eval-{split}.json"
+    write_json(out, result)
+    print(f"{spec.name} {split} ({len(examples)} examples, scores x100)")
+    for k, v in scores.items():
+        print(f"  {k:<14} {100 * v:8.2f}")
+    print(f"results: {out}")
+    result["output"] = str(out)
+    return result
+
+
+def evaluate_cli(args: EvaluateArgs) -> int:
+    """Score a fine-tuned model on its task's test split (or --split dev, or --test-file)."""
+    evaluate(args)
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# electra predict --backend torch
+# ---------------------------------------------------------------------------
+
+
+class TorchPredictor:
+    """``electra predict --backend torch``: a fine-tuned directory run with PyTorch."""
+
+    precision = "fp32"
+
+    def __init__(self, model_dir: str, device: str, bf16: bool, progress: bool) -> None:
+        self.device = resolve_device(device)
+        self.ft = load_finetuned(model_dir, self.device)
+        self.info = self.ft.info
+        max_length = self.ft.family.truncation_length(self.info.settings.max_length)
+        self.ft.tokenizer = prepared_tokenizer(self.ft.tokenizer, max_length)  # once, not per call
+        self.pad = special_ids(self.ft.tokenizer).pad
+        self.bf16, self.progress = bf16, progress
+        self.precision = "bf16" if bf16 else "fp32"
+        self.last_truncated = 0
+
+    def predict_examples(self, examples: Sequence[Any], batch_size: int) -> list[Any]:
+        family, info = self.ft.family, self.info
+        prepared = prepare(family, list(examples), self.ft.tokenizer, info.settings, info.labels)
+        self.last_truncated = truncated(prepared.features)
+        outputs, _ = run_model(
+            self.ft.model,
+            family,
+            prepared.features,
+            batch_size,
+            self.device,
+            self.pad,
+            with_loss=False,
+            bf16=self.bf16,
+            desc="predict",
+            progress=self.progress,
+        )
+        return family.predict(examples, prepared.features, outputs, info.labels, info.settings)
+
+    def record(self, example: Any, prediction: Any) -> dict[str, Any]:
+        return self.ft.family.record(example, prediction, self.info.labels)

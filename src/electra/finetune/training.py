@@ -1,0 +1,372 @@
+"""The fine-tuning loop: forward passes, one seed's training with best-epoch selection.
+
+Written once against :class:`~electra.finetune.families.Family`: the family
+featurises, batches, computes the loss and decodes; this module runs the
+model, the optimizer (AdamW with layer-wise decay, :mod:`~electra.finetune.recipe`)
+and the schedule, and keeps each seed's best epoch on dev (never on test).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from electra.finetune.common import FeatureSettings
+from electra.finetune.families import Family
+from electra.finetune.recipe import Recipe, build_optimizer, linear_schedule
+from electra.finetune.tasks import TaskSpec
+from electra.hf import load_encoder
+from electra.precision import bf16_is_fast
+
+LOSS_READ_EVERY = 50  # training steps between reads of the running loss (a GPU sync)
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` (CUDA when available), ``cpu`` or ``cuda[:N]``."""
+    if name in ("", "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device is available (use --device cpu)")
+    return torch.device(name)
+
+
+def set_seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def default_bf16(device: torch.device) -> bool:
+    """bf16 autocast unless told otherwise: where the device multiplies bf16 natively
+    (Ampere or newer GPUs; CPUs with AVX512-BF16 or AMX), see ``electra.precision``."""
+    return bf16_is_fast(device)
+
+
+def gpu_defaults(device: torch.device) -> None:
+    """TF32 for the fp32 matmuls and convolutions left outside autocast, on a GPU."""
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+
+def _autocast(device: torch.device, enabled: bool) -> torch.autocast:
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=enabled)
+
+
+def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+def forward(
+    model: nn.Module, batch: dict[str, torch.Tensor], device: torch.device, bf16: bool
+) -> torch.Tensor:
+    """The model's logits of a collated batch already on ``device``."""
+    with _autocast(device, bf16):
+        return model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+
+
+# ---------------------------------------------------------------------------
+# Forward passes
+# ---------------------------------------------------------------------------
+
+
+def run_model(
+    model: nn.Module,
+    family: Family,
+    features: Sequence[dict[str, Any]],
+    batch_size: int,
+    device: torch.device,
+    pad_id: int,
+    *,
+    with_loss: bool = True,
+    bf16: bool = False,
+    desc: str = "",
+    progress: bool = True,
+) -> tuple[list[np.ndarray], float | None]:
+    """Per-feature outputs (in input order) and the mean loss, in eval mode.
+
+    Features are batched by length (less padding) and put back in order.
+    """
+    order = sorted(range(len(features)), key=lambda i: len(features[i]["input_ids"]))
+    outputs: list[np.ndarray | None] = [None] * len(features)
+    total, count = 0.0, 0
+    model.eval()
+    steps = math.ceil(len(order) / batch_size)
+    bar = tqdm(total=steps, desc=desc or "eval", disable=not progress, leave=False, file=sys.stderr)
+    with torch.inference_mode():
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            batch = _to(family.collate([features[i] for i in idx], pad_id), device)
+            logits = forward(model, batch, device, bf16)
+            if with_loss:
+                loss = family.loss(logits, batch)
+                if torch.isfinite(loss):
+                    total += float(loss) * len(idx)
+                    count += len(idx)
+            for i, out in zip(idx, family.split_outputs(logits, batch), strict=True):
+                outputs[i] = out
+            bar.update(1)
+    bar.close()
+    return outputs, (total / count if count else None)  # type: ignore[return-value]
+
+
+@dataclass
+class Prepared:
+    """One split, featurised."""
+
+    examples: list[Any]
+    features: list[dict[str, Any]]
+
+    @property
+    def truncated(self) -> int:
+        """Examples cut to the max length."""
+        return truncated(self.features)
+
+
+def truncated(features: Sequence[dict[str, Any]]) -> int:
+    """How many features were cut to the max length."""
+    return sum(1 for f in features if f.get("truncated"))
+
+
+def prepare(
+    family: Family,
+    examples: list[Any],
+    tokenizer: Any,
+    settings: FeatureSettings,
+    labels: Sequence[str],
+) -> Prepared:
+    return Prepared(examples, family.featurize(examples, tokenizer, settings, labels))
+
+
+def evaluate_prepared(
+    model: nn.Module,
+    family: Family,
+    data: Prepared,
+    labels: Sequence[str],
+    settings: FeatureSettings,
+    device: torch.device,
+    pad_id: int,
+    *,
+    batch_size: int = 64,
+    qa_style: str = "squad",
+    bf16: bool = False,
+    desc: str = "",
+    progress: bool = True,
+    with_scores: bool = True,
+) -> tuple[dict[str, float], float | None, list[Any]]:
+    """Scores, loss and predictions of ``model`` on a featurised split."""
+    outputs, loss = run_model(
+        model,
+        family,
+        data.features,
+        batch_size,
+        device,
+        pad_id,
+        with_loss=with_scores,
+        bf16=bf16,
+        desc=desc,
+        progress=progress,
+    )
+    preds = family.predict(data.examples, data.features, outputs, labels, settings)
+    scores = family.score(data.examples, preds, labels, style=qa_style) if with_scores else {}
+    return scores, loss, preds
+
+
+# ---------------------------------------------------------------------------
+# One seed
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class TrainingJob:
+    """What every seed of one fine-tuning run shares."""
+
+    model_dir: Path
+    spec: TaskSpec
+    recipe: Recipe
+    settings: FeatureSettings
+    labels: list[str]
+    train: Prepared
+    dev: Prepared
+    test: Prepared | None
+    num_layers: int
+    device: torch.device
+    pad_id: int
+    progress: bool = True
+
+    @property
+    def family(self) -> Family:
+        return self.spec.family
+
+    def evaluate(
+        self, model: nn.Module, data: Prepared, desc: str
+    ) -> tuple[dict[str, float], float | None, list[Any]]:
+        """Scores, loss and predictions on one featurised split."""
+        return evaluate_prepared(
+            model,
+            self.family,
+            data,
+            self.labels,
+            self.settings,
+            self.device,
+            self.pad_id,
+            batch_size=self.recipe.eval_batch_size,
+            qa_style=self.spec.qa_style,
+            bf16=self.recipe.bf16,
+            desc=desc,
+            progress=self.progress,
+        )
+
+
+class BestEpoch:
+    """The best epoch so far on dev (by the main metric or the loss) and its weights."""
+
+    def __init__(self, recipe: Recipe) -> None:
+        self.recipe = recipe
+        self.value: float | None = None
+        self.epoch = 0
+        self.dev: dict[str, float] = {}
+        self.dev_loss: float | None = None
+        self.state: dict[str, torch.Tensor] | None = None
+
+    def offer(
+        self, model: nn.Module, epoch: int, scores: dict[str, float], dev_loss: float | None
+    ) -> None:
+        """Keep this epoch (a CPU copy of the weights) when it beats the best so far."""
+        if self.recipe.select_by == "metric":
+            value = scores[self.recipe.main_metric]
+        else:
+            value = -(dev_loss or 0.0)
+        if self.value is None or value > self.value:
+            self.value, self.epoch, self.dev, self.dev_loss = value, epoch, scores, dev_loss
+            self.state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+
+
+class Optimisation:
+    """Model, AdamW with layer-wise decay, schedule and the shuffling generator of one seed."""
+
+    def __init__(self, job: TrainingJob, seed: int) -> None:
+        recipe = job.recipe
+        encoder, _ = load_encoder(job.model_dir)
+        self.model = job.family.build_model(encoder, max(1, len(job.labels))).to(job.device)
+        self.optimizer = build_optimizer(self.model, recipe, job.num_layers)
+        self.steps_per_epoch = math.ceil(len(job.train.features) / recipe.batch_size)
+        total = self.steps_per_epoch * recipe.epochs
+        self.warmup = round(recipe.warmup_fraction * total)
+        self.scheduler = linear_schedule(self.optimizer, self.warmup, total)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.step = 0
+
+    def train_step(self, job: TrainingJob, idx: list[int]) -> torch.Tensor:
+        """One optimizer step over the examples ``idx``; their summed loss, on the device."""
+        recipe, family = job.recipe, job.family
+        micro = recipe.micro_batch_size or recipe.batch_size
+        self.optimizer.zero_grad(set_to_none=True)
+        step_loss: Any = 0.0
+        for m in range(0, len(idx), micro):  # gradient accumulation over micro-batches
+            part = idx[m : m + micro]
+            batch = _to(
+                family.collate([job.train.features[i] for i in part], job.pad_id), job.device
+            )
+            loss = family.loss(forward(self.model, batch, job.device, recipe.bf16), batch)
+            (loss * (len(part) / len(idx))).backward()
+            step_loss = step_loss + loss.detach().float() * len(part)
+        if recipe.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), recipe.grad_clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step += 1
+        return step_loss
+
+
+def train_epoch(job: TrainingJob, opt: Optimisation, seed: int, epoch: int) -> float:
+    """One pass over the training features in a seeded order; the mean training loss."""
+    recipe, n = job.recipe, len(job.train.features)
+    opt.model.train()
+    perm = torch.randperm(n, generator=opt.generator).tolist()
+    running: Any = 0.0
+    seen = 0
+    bar = tqdm(
+        total=opt.steps_per_epoch,
+        desc=f"{job.spec.name} seed {seed} epoch {epoch}/{recipe.epochs}",
+        disable=not job.progress,
+        file=sys.stderr,
+    )
+    for b in range(opt.steps_per_epoch):
+        idx = perm[b * recipe.batch_size : (b + 1) * recipe.batch_size]
+        running = running + opt.train_step(job, idx)
+        seen += len(idx)
+        bar.update(1)
+        if opt.step % LOSS_READ_EVERY == 0 or b == opt.steps_per_epoch - 1:
+            mean = float(running) / seen  # the only host sync of the loop
+            if not math.isfinite(mean):
+                bar.close()
+                raise RuntimeError(
+                    f"seed {seed}, epoch {epoch}, by step {opt.step}: the training loss is "
+                    f"{mean}; lower --learning-rate, or pass --no-bf16"
+                )
+            bar.set_postfix(loss=f"{mean:.4f}")
+    bar.close()
+    return float(running) / max(1, seen)
+
+
+def train_seed(job: TrainingJob, seed: int) -> dict[str, Any]:
+    """Train one seed, keep its best epoch on dev, score that on test."""
+    t0 = time.perf_counter()
+    set_seed(seed)
+    opt = Optimisation(job, seed)
+    main = job.recipe.main_metric
+    best = BestEpoch(job.recipe)
+    history: list[dict[str, Any]] = []
+    for epoch in range(1, job.recipe.epochs + 1):
+        t_epoch = time.perf_counter()
+        train_loss = train_epoch(job, opt, seed, epoch)
+        train_seconds = time.perf_counter() - t_epoch
+        scores, dev_loss, _ = job.evaluate(opt.model, job.dev, f"dev (epoch {epoch})")
+        history.append(
+            {
+                "epoch": epoch,
+                "train_loss": train_loss,
+                "dev_loss": dev_loss,
+                "dev": scores,
+                "train_seconds": train_seconds,
+                "eval_seconds": time.perf_counter() - t_epoch - train_seconds,
+            }
+        )
+        best.offer(opt.model, epoch, scores, dev_loss)
+        shown = "n/a" if dev_loss is None else f"{dev_loss:.4f}"  # one line per epoch, always
+        print(
+            f"{job.spec.name} seed {seed} epoch {epoch}: train loss {train_loss:.4f}, "
+            f"dev loss {shown}, dev {main} {100 * scores[main]:.2f}",
+            file=sys.stderr,
+        )
+    assert best.state is not None
+    opt.model.load_state_dict(best.state)
+    test_scores, test_loss, test_preds = None, None, None
+    if job.test is not None:
+        test_scores, test_loss, test_preds = job.evaluate(opt.model, job.test, "test")
+    return {
+        "seed": seed,
+        "best_epoch": best.epoch,
+        "dev": best.dev,
+        "dev_loss": best.dev_loss,
+        "test": test_scores,
+        "test_loss": test_loss,
+        "steps": opt.step,
+        "warmup_steps": opt.warmup,
+        "history": history,
+        "seconds": time.perf_counter() - t0,
+        "model": opt.model,
+        "test_predictions": test_preds,
+    }
