@@ -32,7 +32,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from electra.finetune.common import TaggingExample, TextExample
+from electra.finetune import readers
+from electra.finetune.readers import PredictInput
+from electra.formats import format_help
 
 
 def _doc(text: str, **kw: Any) -> Any:
@@ -48,6 +50,10 @@ class PredictArgs:
         "Input: .txt (one text per line; 'a<TAB>b' for pairs), .csv/.tsv/.jsonl/.json tables, "
         ".conll (tagging), SQuAD .json or .jsonl (QA).",
         meta={"short": "-i"},
+    )
+    format: str = _doc(
+        "Input format instead of the one its name gives: " + format_help("predict") + ".",
+        default="",
     )
     output: str = _doc(
         "Output JSON Lines (default: INPUT_STEM.predictions.jsonl here).",
@@ -73,81 +79,22 @@ class PredictArgs:
     progress: bool = _doc("Show progress bars.", default=True)
 
 
-@dataclass
-class PredictInput:
-    """Examples to predict on; for ``.txt`` also their line numbers and the skipped lines."""
-
-    examples: list[Any]
-    lines: list[int] | None = None
-    skipped: list[tuple[int, str]] = field(default_factory=list)
-
-
-def read_text_lines(path: Path, info: Any) -> PredictInput:
-    """One example per non-empty line; empty lines are kept as skipped (line, reason)."""
-    from electra.finetune.common import DatasetError, where
-    from electra.finetune.readers import _lines, _open_text
-
-    text = _open_text(path)
-    if text.endswith("\n"):
-        text = text[:-1]  # the newline ending the last line does not start another
-    out = PredictInput([], [], [])
-    for n, line in _lines(text):
-        if not line.strip():
-            out.skipped.append((n, "empty line"))
-            continue
-        src = where(path, n)
-        if info.family == "tagging":
-            if info.tagging_level == "char":
-                out.examples.append(TaggingExample.from_chars(line, source=src))
-            else:
-                out.examples.append(TaggingExample.from_words(line.split(), source=src))
-        else:
-            a, _, b = line.partition("\t")
-            out.examples.append(TextExample(a, b if b else None, None, guid=str(n), source=src))
-        out.lines.append(n)  # type: ignore[union-attr]
-    if not out.examples:
-        raise DatasetError(f"{path}: no text on any line (no examples)")
-    return out
-
-
 def read_predict_input(info: Any, args: PredictArgs) -> PredictInput:
-    """Examples to predict on, in the model family's input formats."""
-    from electra.finetune.readers import (
-        read_conll,
-        read_squad,
-        read_table,
-        require_columns,
-        tagging_from_rows,
-        text_examples,
-    )
+    """Examples to predict on, in the model family's input formats.
 
-    path = Path(args.input)
-    family = info.family
-    suffix = path.suffix.lower()
-    if family == "qa":
-        return PredictInput(read_squad(path, require_answers=False))
-    if suffix in (".txt", ""):
-        return read_text_lines(path, info)
-    if family == "tagging":
-        if suffix in (".conll", ".bio"):
-            return PredictInput(read_conll(path))
-        _, rows = read_table(path)
-        return PredictInput(
-            tagging_from_rows(path, rows, args.text_column or "tokens", args.label_column)
-        )
-    names, rows = read_table(path)
-    text_col = args.text_column or info.data.get("text_column") or "text"
-    pair_col = args.text_pair_column or info.data.get("text_pair_column") or None
-    label_col = args.label_column or None
-    needed = {"--text-column": text_col}
-    if pair_col:
-        needed["--text-pair-column"] = pair_col
-    if label_col:
-        needed["--label-column"] = label_col
-    if suffix in (".csv", ".tsv", ".tab"):
-        require_columns(path, names, needed)
-    return PredictInput(
-        text_examples(path, rows, text_col, pair_col, label_col, regression=family == "regression")
+    The reading is :func:`electra.finetune.readers.read_predict_input` (the
+    readers of fine-tuning); here only the columns are chosen: the option,
+    else the column the model was fine-tuned on (not for tagging).
+    """
+    recorded = info.data if info.family != "tagging" else {}
+    return readers.read_predict_input(
+        args.input,
+        info.family,
+        format=args.format or None,
+        tagging_level=info.tagging_level,
+        text_column=args.text_column or recorded.get("text_column") or "",
+        text_pair_column=args.text_pair_column or recorded.get("text_pair_column") or "",
+        label_column=args.label_column,
     )
 
 

@@ -7,7 +7,10 @@ the file, the line (or the JSON path) and the field. Formats:
   or without a header; every line must have the header's number of fields.
 * custom tables: ``.csv`` (RFC 4180 quoting, header required), ``.tsv`` (as
   GLUE, header required), ``.jsonl`` (one JSON object per line), ``.json``
-  (an array of objects).
+  (an array of objects); a ``.txt`` table is TSV or CSV, sniffed from its
+  first lines. :mod:`electra.formats` decides (``--format`` overrides).
+* predict input (:func:`read_predict_input`): the tables, ``.txt`` with one
+  text per line (``a<TAB>b`` for a pair), CoNLL for tagging, SQuAD for QA.
 * CoNLL (WNUT-17): ``token<TAB>tag`` (or space separated, tag last), a blank
   or tab-only line between sentences.
 * KLUE-NER: ``## <guid>\\t<marked-up sentence>`` then one ``char\\ttag`` line per
@@ -25,6 +28,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +40,7 @@ from electra.finetune.common import (
     TextExample,
     where,
 )
+from electra.formats import HEADER_FORMATS, FormatError, Use, detect_format
 
 PathLike = str | os.PathLike[str]
 
@@ -180,21 +185,54 @@ def read_json_array(path: PathLike) -> tuple[list[str], list[tuple[int, dict[str
     return list(keys), rows
 
 
-def read_table(path: PathLike) -> tuple[list[str], list[tuple[int, dict[str, Any]]]]:
-    """A custom data file by extension: .csv, .tsv/.txt, .jsonl, .json."""
-    suffix = Path(path).suffix.lower()
-    if suffix == ".csv":
-        return read_csv(path)
-    if suffix in (".tsv", ".tab"):
-        return read_tsv(path)
-    if suffix in (".jsonl", ".ndjson"):
-        return read_jsonl(path)
-    if suffix == ".json":
-        return read_json_array(path)
-    raise DatasetError(
-        f"{path}: unknown data format {suffix or '(no extension)'!r}; "
-        "use .csv, .tsv, .jsonl or .json"
-    )
+Rows = list[tuple[int, dict[str, Any]]]
+
+
+def data_format(path: PathLike, format: str | None = None, use: Use = "table") -> str:
+    """The format of data file ``path`` (see :mod:`electra.formats`), or a DatasetError."""
+    try:
+        return detect_format(path, format or None, use)
+    except FormatError as exc:
+        raise DatasetError(str(exc)) from None
+
+
+def _read_rows(path: PathLike, fmt: str) -> tuple[list[str], Rows]:
+    readers: dict[str, Callable[[PathLike], tuple[list[str], Rows]]] = {
+        "csv": read_csv,
+        "tsv": read_tsv,
+        "jsonl": read_jsonl,
+        "json": read_json_array,
+    }
+    return readers[fmt](path)
+
+
+def read_table(path: PathLike, format: str | None = None) -> tuple[list[str], Rows]:
+    """A custom data file: .csv, .tsv, .txt (TSV or CSV, sniffed), .jsonl, .json.
+
+    ``format`` (``csv``, ``tsv``, ``jsonl``, ``json``) overrides the suffix.
+    """
+    return _read_rows(path, data_format(path, format))
+
+
+def read_text_table(
+    path: PathLike,
+    text_column: str,
+    pair_column: str | None,
+    label_column: str | None,
+    regression: bool = False,
+    format: str | None = None,
+) -> list[TextExample]:
+    """Text examples of a custom table; a missing column of a CSV/TSV is a header error."""
+    fmt = data_format(path, format)
+    names, rows = _read_rows(path, fmt)
+    needed = {"--text-column": text_column}
+    if pair_column:
+        needed["--text-pair-column"] = pair_column
+    if label_column:
+        needed["--label-column"] = label_column
+    if fmt in HEADER_FORMATS:
+        require_columns(path, names, needed)
+    return text_examples(path, rows, text_column, pair_column, label_column, regression)
 
 
 def require_columns(path: PathLike, columns: list[str], needed: dict[str, str]) -> None:
@@ -441,9 +479,22 @@ def _check_answer(
     return Answer(text, min(hits, key=lambda i: abs(i - start)))
 
 
-def read_squad(path: PathLike, require_answers: bool = True) -> list[QAExample]:
-    """SQuAD v1.1 JSON (``{"data": [{"title", "paragraphs": [...]}]}``) or JSON Lines."""
-    if Path(path).suffix.lower() in (".jsonl", ".ndjson"):
+def read_squad(
+    path: PathLike, require_answers: bool = True, format: str | None = None
+) -> list[QAExample]:
+    """SQuAD v1.1 JSON (``{"data": [{"title", "paragraphs": [...]}]}``) or JSON Lines.
+
+    JSON Lines by a ``.jsonl``/``.ndjson`` name or ``format="jsonl"``; SQuAD JSON otherwise.
+    """
+    try:
+        fmt = detect_format(path, format or None, "qa")
+    except FormatError:
+        if format:
+            raise DatasetError(
+                f"{path}: format {format!r} is not one of QA's: json, jsonl"
+            ) from None
+        fmt = "json"  # any other name: SQuAD JSON, as always
+    if fmt == "jsonl":
         return _read_qa_jsonl(path, require_answers)
     raw = _open_text(path)
     try:
@@ -522,6 +573,86 @@ def _read_qa_jsonl(path: PathLike, require_answers: bool) -> list[QAExample]:
     if not out:
         raise DatasetError(f"{path}: no questions")
     return out
+
+
+# ---------------------------------------------------------------------------
+# Predict input
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class PredictInput:
+    """Examples to predict on; for a text-lines input also their line numbers and the skipped lines."""
+
+    examples: list[Any]
+    lines: list[int] | None = None
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+
+
+def read_text_lines(path: PathLike, family: str, tagging_level: str = "word") -> PredictInput:
+    """One example per non-empty line ('a<TAB>b' for a pair); empty lines are kept as skipped."""
+    text = _open_text(path)
+    if text.endswith("\n"):
+        text = text[:-1]  # the newline ending the last line does not start another
+    out = PredictInput([], [], [])
+    for n, line in _lines(text):
+        if not line.strip():
+            out.skipped.append((n, "empty line"))
+            continue
+        src = where(path, n)
+        if family == "tagging":
+            if tagging_level == "char":
+                out.examples.append(TaggingExample.from_chars(line, source=src))
+            else:
+                out.examples.append(TaggingExample.from_words(line.split(), source=src))
+        else:
+            a, _, b = line.partition("\t")
+            out.examples.append(TextExample(a, b if b else None, None, guid=str(n), source=src))
+        out.lines.append(n)  # type: ignore[union-attr]
+    if not out.examples:
+        raise DatasetError(f"{path}: no text on any line (no examples)")
+    return out
+
+
+def read_predict_input(
+    path: PathLike,
+    family: str,
+    *,
+    format: str | None = None,
+    tagging_level: str = "word",
+    text_column: str = "",
+    text_pair_column: str = "",
+    label_column: str = "",
+) -> PredictInput:
+    """Examples to predict on, for a model of ``family``, with the readers of fine-tuning.
+
+    QA: SQuAD JSON or JSON Lines. Otherwise the format is decided by
+    :mod:`electra.formats` for predict input: ``lines`` (``.txt`` or no
+    suffix), ``conll`` (tagging), or a table read as for ``finetune --task
+    custom`` (``text_column`` default ``text``, tagging ``tokens``).
+    """
+    if family == "qa":
+        return PredictInput(read_squad(path, require_answers=False, format=format))
+    fmt = data_format(path, format, "predict")
+    if fmt == "lines":
+        return read_text_lines(path, family, tagging_level)
+    if family == "tagging":
+        if fmt == "conll":
+            return PredictInput(read_conll(path))
+        _, rows = _read_rows(path, fmt)
+        return PredictInput(tagging_from_rows(path, rows, text_column or "tokens", label_column))
+    if fmt == "conll":
+        raise DatasetError(f"{path}: CoNLL input is for tagging models, not {family}")
+    return PredictInput(
+        read_text_table(
+            path,
+            text_column or "text",
+            text_pair_column or None,
+            label_column or None,
+            regression=family == "regression",
+            format=fmt,
+        )
+    )
 
 
 # ---------------------------------------------------------------------------

@@ -67,7 +67,7 @@ from electra.finetune.readers import (
     read_nsmc_ratings,
     read_nsmc_raw,
     read_squad,
-    read_table,
+    read_text_table,
     read_tsv,
     require_columns,
     tagging_from_rows,
@@ -99,6 +99,7 @@ class DataOptions:
     dev_fraction: float = 0.1
     test_fraction: float = 0.1
     balance: bool = True  # NSMC built from raw reviews: down-sample the majority class
+    format: str = ""  # of custom tables: csv, tsv, jsonl, json (default: by name, .txt sniffed)
 
     def __post_init__(self) -> None:
         for name in ("dev_fraction", "test_fraction"):
@@ -525,13 +526,9 @@ def _custom_reader(opts: DataOptions, family: str) -> Callable[[Path], list[Any]
     pair_col = opts.text_pair_column or None
 
     def read(p: Path) -> list[TextExample]:
-        names, rows = read_table(p)
-        needed = {"--text-column": text_col, "--label-column": label_col}
-        if pair_col:
-            needed["--text-pair-column"] = pair_col
-        if p.suffix.lower() in (".csv", ".tsv", ".tab"):
-            require_columns(p, names, needed)
-        return text_examples(p, rows, text_col, pair_col, label_col, family == "regression")
+        return read_text_table(
+            p, text_col, pair_col, label_col, family == "regression", opts.format
+        )
 
     return read
 
