@@ -24,7 +24,9 @@ Formats (``--format``; ``auto`` decides per file):
 
 ``auto`` picks ``jsonl`` for ``*.jsonl``/``*.ndjson``, ``nsmc`` for a
 ``*.json`` file that starts with ``[`` (``jsonl`` when it starts with ``{``),
-``wiki`` when the first non-blank line starts with ``<doc``, else ``text``.
+``wiki`` when the first non-blank line starts with ``<doc``, else ``text``
+(decided by :func:`electra.formats.detect_format`, from the file name as
+given, so a symlink's own name counts).
 Any file may be gzip, bzip2 or xz compressed (recognised by content, not by
 name). Inputs may be files, glob patterns (``**`` recurses) or directories
 (all non-hidden files below, sorted).

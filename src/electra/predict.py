@@ -5,8 +5,10 @@ PyTorch; ``--backend onnx`` loads an ``electra export --onnx`` directory with
 :mod:`electra.runtime`, and then nothing here imports torch, so the command
 runs where only ``onnxruntime``, ``tokenizers`` and ``numpy`` are installed
 (scoring against gold labels, when the input has them, needs the full
-install). Both backends share the input reading, featurisation, decoding and
-output records (:mod:`electra.finetune.features`).
+install). Both backends share the input reading (the readers of fine-tuning,
+:func:`electra.finetune.readers.read_predict_input`; the format by
+:mod:`electra.formats`, ``--format`` to override it), featurisation, decoding
+and output records (:mod:`electra.finetune.features`).
 
 Guarantees: the output has exactly one line per input example, in input
 order. For a ``.txt`` input that is one line per non-final line of the file:
