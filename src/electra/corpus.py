@@ -24,7 +24,9 @@ Formats (``--format``; ``auto`` decides per file):
 
 ``auto`` picks ``jsonl`` for ``*.jsonl``/``*.ndjson``, ``nsmc`` for a
 ``*.json`` file that starts with ``[`` (``jsonl`` when it starts with ``{``),
-``wiki`` when the first non-blank line starts with ``<doc``, else ``text``.
+``wiki`` when the first non-blank line starts with ``<doc``, else ``text``
+(decided by :func:`electra.formats.detect_format`, from the file name as
+given, so a symlink's own name counts).
 Any file may be gzip, bzip2 or xz compressed (recognised by content, not by
 name). Inputs may be files, glob patterns (``**`` recurses) or directories
 (all non-hidden files below, sorted).
@@ -65,19 +67,22 @@ import logging
 import lzma
 import os
 import re
-import sys
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO
 
-log = logging.getLogger("electra")
+from electra import formats
+from electra.config import ConfigError
+from electra.formats import CORPUS_FORMATS, ON_ERROR, CorpusFormat, OnError
+from electra.log import LOGGER_NAME, setup_cli_logging
 
-FORMATS = ("auto", "text", "jsonl", "wiki", "nsmc")
-OnError = Literal["skip", "fail"]
+log = logging.getLogger(LOGGER_NAME)
+
+FORMATS = CORPUS_FORMATS  # the one list, kept here under its old name
 
 READ_BLOCK = 1 << 20
-SNIFF_BYTES = 1 << 16
+SNIFF_BYTES = formats.SNIFF_BYTES
 MAX_JSON_ARRAY_BYTES = 1 << 30
 MAX_PROBLEMS_KEPT = 20
 GUTENBERG_HEADER_MAX_LINES = 2000
@@ -99,18 +104,20 @@ class CorpusError(ValueError):
 class ReadOptions:
     """How to read a corpus (shared by ``electra tokenizer`` and ``electra prepare``)."""
 
-    format: str = "auto"
+    format: CorpusFormat = "auto"
     text_field: str | None = None
     strip_gutenberg: bool = False
-    on_error: str = "fail"
+    on_error: OnError = "fail"
     file_is_document: bool = False
     max_line_bytes: int = 16 << 20
     max_document_chars: int = 8 << 20
 
     def __post_init__(self) -> None:
-        if self.format not in FORMATS:
-            raise CorpusError(f"unknown format {self.format!r}; choose one of {', '.join(FORMATS)}")
-        if self.on_error not in ("skip", "fail"):
+        if self.format not in CORPUS_FORMATS:
+            raise CorpusError(
+                f"unknown format {self.format!r}; choose one of {', '.join(CORPUS_FORMATS)}"
+            )
+        if self.on_error not in ON_ERROR:
             raise CorpusError(f"on_error must be 'skip' or 'fail', got {self.on_error!r}")
         if self.max_line_bytes < 1 or self.max_document_chars < 1:
             raise CorpusError("max_line_bytes and max_document_chars must be positive")
@@ -119,6 +126,55 @@ class ReadOptions:
         if self.text_field:
             return self.text_field
         return "review" if fmt == "nsmc" else "text"
+
+
+@dataclass
+class CorpusOptions:
+    """The corpus-reading options of ``electra tokenizer`` and ``electra prepare``.
+
+    Both commands inherit these fields (and so the same flags, validated
+    once, by :class:`ReadOptions`); the command's own fields follow. ``inputs``
+    stays positional; the options after it are keyword-only.
+    """
+
+    inputs: list[str] = field(
+        metadata={"doc": "Corpus files, globs or directories.", "positional": True}
+    )
+    _: KW_ONLY
+    format: CorpusFormat = field(
+        default="auto", metadata={"doc": "Input format; auto decides per file."}
+    )
+    text_field: str | None = field(
+        default=None,
+        metadata={"doc": "JSON field holding the text (default: text; review for nsmc)."},
+    )
+    strip_gutenberg: bool = field(
+        default=False, metadata={"doc": "Drop Project Gutenberg headers and licence footers."}
+    )
+    on_error: OnError = field(
+        default="fail",
+        metadata={"doc": "A bad input line: skip it (and count it) or stop."},
+    )
+    max_line_mb: float = field(default=16.0, metadata={"doc": "Longest accepted input line in MB."})
+
+    def __post_init__(self) -> None:
+        if self.max_line_mb <= 0:
+            raise ConfigError(f"max_line_mb must be positive, got {self.max_line_mb}")
+        try:
+            self.read_options()
+        except CorpusError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def read_options(self, **extra: Any) -> ReadOptions:
+        """These options as :class:`ReadOptions` (``extra``: further fields of it)."""
+        return ReadOptions(
+            format=self.format,
+            text_field=self.text_field,
+            strip_gutenberg=self.strip_gutenberg,
+            on_error=self.on_error,
+            max_line_bytes=int(self.max_line_mb * (1 << 20)),
+            **extra,
+        )
 
 
 @dataclass
@@ -417,23 +473,11 @@ def _decode_lines(
 
 
 def detect_format(path: Path, head: bytes) -> str:
-    """The format of ``path`` from its name and first bytes (decompressed)."""
-    name = path.name.lower()
-    for suffix in (".gz", ".bz2", ".xz"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-    text = head.decode("utf-8", errors="ignore").lstrip("\ufeff")
-    stripped = text.lstrip()
-    if name.endswith((".jsonl", ".ndjson")):
-        return "jsonl"
-    if name.endswith(".json") or stripped[:1] in ("[", "{"):
-        if stripped.startswith("["):
-            return "nsmc"
-        if stripped.startswith("{") and name.endswith(".json"):
-            return "jsonl"
-    if stripped.startswith("<doc"):
-        return "wiki"
-    return "text"
+    """The format of corpus file ``path`` from its name and first bytes (decompressed).
+
+    Decided by :func:`electra.formats.detect_format` (the one place formats are decided).
+    """
+    return formats.detect_format(path, None, "corpus", head)
 
 
 def _gutenberg_filter(
@@ -564,7 +608,7 @@ def read_documents(
             if len(stats.problems) < MAX_PROBLEMS_KEPT:
                 stats.problems.append(f"{path}: {reason}")
             return
-        fmt = opts.format if opts.format != "auto" else detect_format(path, src.head)
+        fmt = formats.detect_format(path, opts.format, "corpus", src.head)
         stats.format = fmt
         if not src.head.strip(b" \t\r\n\xef\xbb\xbf"):
             stats.empty = True
@@ -829,19 +873,11 @@ class Corpus:
             raise CorpusError(f"empty corpus: no text in {names}{more}")
 
 
-def setup_cli_logging() -> None:
-    """Send this package's log messages to stderr as ``electra: message``."""
-    if not log.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("electra: %(levelname)s: %(message)s"))
-        log.addHandler(handler)
-        log.setLevel(logging.INFO)
-
-
 __all__ = [
     "FORMATS",
     "Corpus",
     "CorpusError",
+    "CorpusOptions",
     "Document",
     "ReadOptions",
     "SourceStats",
@@ -849,4 +885,5 @@ __all__ = [
     "expand_inputs",
     "read_documents",
     "sha256_file",
+    "setup_cli_logging",
 ]

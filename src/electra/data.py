@@ -100,12 +100,13 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Literal
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
 from electra.config import ConfigError
-from electra.corpus import Corpus, CorpusError, ReadOptions, setup_cli_logging, sha256_file
+from electra.corpus import Corpus, CorpusError, CorpusOptions, ReadOptions, sha256_file
+from electra.log import setup_cli_logging
 from electra.tokenizer import (
     TOKENIZER_FILES,
     encoding_tokenizer,
@@ -140,12 +141,13 @@ _SENTENCE_END = re.compile(
 
 
 @dataclass
-class PrepareCommand:
-    """Turn a raw corpus into packed pre-training blocks."""
+class PrepareCommand(CorpusOptions):
+    """Turn a raw corpus into packed pre-training blocks.
 
-    inputs: list[str] = field(
-        metadata={"doc": "Corpus files, globs or directories.", "positional": True}
-    )
+    The corpus options (``inputs``, ``--format``, ``--on-error`` ...) are those
+    of :class:`~electra.corpus.CorpusOptions`, shared with ``electra tokenizer``.
+    """
+
     tokenizer: str = field(
         metadata={"doc": "Tokenizer directory (or its tokenizer.json / vocab.txt)."}
     )
@@ -155,25 +157,10 @@ class PrepareCommand:
         default=0.01, metadata={"doc": "Share of documents held out for validation."}
     )
     seed: int = field(default=0, metadata={"doc": "Seed of the split and the block builder."})
-    format: Literal["auto", "text", "jsonl", "wiki", "nsmc"] = field(
-        default="auto", metadata={"doc": "Input format; auto decides per file."}
-    )
-    text_field: str | None = field(
-        default=None,
-        metadata={"doc": "JSON field holding the text (default: text; review for nsmc)."},
-    )
-    strip_gutenberg: bool = field(
-        default=False, metadata={"doc": "Drop Project Gutenberg headers and licence footers."}
-    )
     file_is_document: bool = field(
         default=False,
         metadata={"doc": "Plain text: a whole file is one document (books), not blank-line units."},
     )
-    on_error: Literal["skip", "fail"] = field(
-        default="fail",
-        metadata={"doc": "A bad input line: skip it (counted in the manifest) or stop."},
-    )
-    max_line_mb: float = field(default=16.0, metadata={"doc": "Longest accepted input line in MB."})
     workers: int = field(
         default=0, metadata={"doc": "Tokenizer worker processes (0: one per CPU core)."}
     )
@@ -184,12 +171,7 @@ class PrepareCommand:
     progress: bool = field(default=True, metadata={"doc": "Show a progress bar."})
 
     def __post_init__(self) -> None:
-        if self.format not in ("auto", "text", "jsonl", "wiki", "nsmc"):
-            raise ConfigError(
-                f"unknown format {self.format!r}; choose one of auto, text, jsonl, wiki, nsmc"
-            )
-        if self.on_error not in ("skip", "fail"):
-            raise ConfigError(f"on_error must be skip or fail, got {self.on_error!r}")
+        super().__post_init__()
         if not 8 <= self.max_length <= 65535:
             raise ConfigError(f"max_length must be in [8, 65535], got {self.max_length}")
         if not 0.0 <= self.validation_fraction < 1.0:
@@ -202,18 +184,10 @@ class PrepareCommand:
             raise ConfigError(f"workers must be >= 0, got {self.workers}")
         if self.shard_size < 1:
             raise ConfigError(f"shard_size must be positive, got {self.shard_size}")
-        if self.max_line_mb <= 0:
-            raise ConfigError(f"max_line_mb must be positive, got {self.max_line_mb}")
 
-    def read_options(self) -> ReadOptions:
-        return ReadOptions(
-            format=self.format,
-            text_field=self.text_field,
-            strip_gutenberg=self.strip_gutenberg,
-            on_error=self.on_error,
-            file_is_document=self.file_is_document,
-            max_line_bytes=int(self.max_line_mb * (1 << 20)),
-        )
+    def read_options(self, **extra: Any) -> ReadOptions:
+        """The corpus options, with ``--file-is-document`` (a flag of this command only)."""
+        return super().read_options(file_is_document=self.file_is_document, **extra)
 
 
 # ---------------------------------------------------------------------------

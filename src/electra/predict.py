@@ -5,8 +5,10 @@ PyTorch; ``--backend onnx`` loads an ``electra export --onnx`` directory with
 :mod:`electra.runtime`, and then nothing here imports torch, so the command
 runs where only ``onnxruntime``, ``tokenizers`` and ``numpy`` are installed
 (scoring against gold labels, when the input has them, needs the full
-install). Both backends share the input reading, featurisation, decoding and
-output records (:mod:`electra.finetune.features`).
+install). Both backends share the input reading (the readers of fine-tuning,
+the model family's reader (:mod:`electra.finetune.families`); the format by
+:mod:`electra.formats`, ``--format`` to override it), featurisation, decoding
+and output records (:mod:`electra.finetune.features`).
 
 Guarantees: the output has exactly one line per input example, in input
 order. For a ``.txt`` input that is one line per non-final line of the file:
@@ -35,6 +37,7 @@ from typing import Any, Literal
 from electra.finetune.common import DatasetError, where
 from electra.finetune.families import get_family
 from electra.finetune.readers import _lines, _open_text
+from electra.formats import format_help
 
 
 def _doc(text: str, **kw: Any) -> Any:
@@ -50,6 +53,10 @@ class PredictArgs:
         "Input: .txt (one text per line; 'a<TAB>b' for pairs), .csv/.tsv/.jsonl/.json tables, "
         ".conll (tagging), SQuAD .json or .jsonl (QA).",
         meta={"short": "-i"},
+    )
+    format: str = _doc(
+        "Input format instead of the one its name gives: " + format_help("predict") + ".",
+        default="",
     )
     output: str = _doc(
         "Output JSON Lines (default: INPUT_STEM.predictions.jsonl here).",
@@ -106,7 +113,7 @@ def read_predict_input(info: Any, args: PredictArgs) -> PredictInput:
     """Examples to predict on, in the model family's input formats."""
     path = Path(args.input)
     family = get_family(info.family)
-    if family.reads_lines(path):
+    if family.reads_lines(path, args.format or None):
         return read_text_lines(path, info)
     return PredictInput(family.read_predict_file(path, info, args))
 

@@ -80,14 +80,15 @@ import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from tokenizers import trainers as tk_trainers
 
 from electra.config import ConfigError
-from electra.corpus import Corpus, ReadOptions, setup_cli_logging
+from electra.corpus import Corpus, CorpusOptions, ReadOptions
+from electra.log import setup_cli_logging
 
 if TYPE_CHECKING:
     from electra.pretraining import SpecialIds
@@ -797,12 +798,13 @@ def _quality(tok: Tokenizer, sample: list[str]) -> tuple[float, float, bool | No
 
 
 @dataclass
-class TokenizerCommand:
-    """Train a WordPiece vocabulary (vocab.txt + tokenizer.json) on corpus files."""
+class TokenizerCommand(CorpusOptions):
+    """Train a WordPiece vocabulary (vocab.txt + tokenizer.json) on corpus files.
 
-    inputs: list[str] = field(
-        metadata={"doc": "Corpus files, globs or directories.", "positional": True}
-    )
+    The corpus options (``inputs``, ``--format``, ``--on-error`` ...) are those
+    of :class:`~electra.corpus.CorpusOptions`, shared with ``electra prepare``.
+    """
+
     output: str = field(
         metadata={"doc": "Directory for vocab.txt, tokenizer.json and configs.", "short": "-o"}
     )
@@ -819,16 +821,6 @@ class TokenizerCommand:
         default=False,
         metadata={"doc": "Morpheme-aware vocabulary for Korean (kiwipiepy; slower)."},
     )
-    format: Literal["auto", "text", "jsonl", "wiki", "nsmc"] = field(
-        default="auto", metadata={"doc": "Input format; auto decides per file."}
-    )
-    text_field: str | None = field(
-        default=None,
-        metadata={"doc": "JSON field holding the text (default: text; review for nsmc)."},
-    )
-    strip_gutenberg: bool = field(
-        default=False, metadata={"doc": "Drop Project Gutenberg headers and licence footers."}
-    )
     min_frequency: int = field(
         default=2, metadata={"doc": "Minimum pair count for a WordPiece merge."}
     )
@@ -842,30 +834,7 @@ class TokenizerCommand:
     limit_mb: float | None = field(
         default=None, metadata={"doc": "Train on an evenly spread sample of about this many MB."}
     )
-    on_error: Literal["skip", "fail"] = field(
-        default="fail", metadata={"doc": "A bad input line: skip it (and count it) or stop."}
-    )
-    max_line_mb: float = field(default=16.0, metadata={"doc": "Longest accepted input line in MB."})
     progress: bool = field(default=True, metadata={"doc": "Show the trainer's progress bar."})
-
-    def __post_init__(self) -> None:
-        if self.format not in ("auto", "text", "jsonl", "wiki", "nsmc"):
-            raise ConfigError(
-                f"unknown format {self.format!r}; choose one of auto, text, jsonl, wiki, nsmc"
-            )
-        if self.on_error not in ("skip", "fail"):
-            raise ConfigError(f"on_error must be skip or fail, got {self.on_error!r}")
-        if self.max_line_mb <= 0:
-            raise ConfigError(f"max_line_mb must be positive, got {self.max_line_mb}")
-
-    def read_options(self) -> ReadOptions:
-        return ReadOptions(
-            format=self.format,
-            text_field=self.text_field,
-            strip_gutenberg=self.strip_gutenberg,
-            on_error=self.on_error,
-            max_line_bytes=int(self.max_line_mb * (1 << 20)),
-        )
 
 
 def train_tokenizer_cli(cmd: TokenizerCommand) -> int:

@@ -8,6 +8,7 @@ See :mod:`electra.finetune.run` for what they write; the loop is in
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -59,6 +60,7 @@ from electra.finetune.training import (
     train_seed,
     truncated,
 )
+from electra.formats import format_help
 from electra.hf import read_config
 from electra.tokenizer import load_tokenizer, special_ids
 
@@ -90,6 +92,12 @@ class FinetuneArgs:
     text_column: str = _doc("Text column of a custom table (default: text).", default="")
     text_pair_column: str = _doc("Second-text column for pairs.", default="")
     label_column: str = _doc("Label column of a custom table (default: label).", default="")
+    format: str = _doc(
+        "Format of the custom data files instead of the one their names give: "
+        + format_help("table")
+        + "; a .txt table is TSV or CSV, sniffed from its first lines.",
+        default="",
+    )
     tokenizer: str = _doc("Tokenizer directory or file (default: the model's).", default="")
     size: Literal["auto", "small", "base", "large"] = _doc(
         "Table 7 recipe to use; auto infers it from the hidden size.", default="auto"
@@ -145,7 +153,7 @@ class FinetuneArgs:
 
     def data_options(self) -> DataOptions:
         def absolute(p: str) -> str:
-            return str(Path(p).resolve()) if p else ""
+            return os.path.abspath(p) if p else ""  # not resolved: a symlink's name counts
 
         return DataOptions(
             data_dir=absolute(self.data_dir),
@@ -156,6 +164,7 @@ class FinetuneArgs:
             text_column=self.text_column,
             text_pair_column=self.text_pair_column,
             label_column=self.label_column,
+            format=self.format,
             split_seed=self.split_seed,
             balance=self.balance,
         )

@@ -41,14 +41,15 @@ from electra.finetune.common import (
     TextExample,
 )
 from electra.finetune.readers import (
+    data_format,
     read_conll,
     read_json_array,
     read_jsonl,
     read_squad,
     read_table,
+    read_text_table,
     require_columns,
     tagging_from_rows,
-    text_examples,
 )
 
 if TYPE_CHECKING:  # torch stays out of imports so the ONNX runtime can use this module
@@ -74,6 +75,11 @@ def _table_columns(columns: Any) -> tuple[str, str | None, str]:
     pair = getattr(columns, "text_pair_column", "") or None
     label = getattr(columns, "label_column", "") or "label"
     return text, pair, label
+
+
+def predict_format(path: Path, columns: Any) -> str:
+    """The format of an ``electra predict`` input file: ``--format``, else its name."""
+    return data_format(path, getattr(columns, "format", "") or None, "predict")
 
 
 class Family:
@@ -175,9 +181,9 @@ class Family:
         """Reader of a custom task's files (``options``: the task's DataOptions)."""
         raise NotImplementedError
 
-    def reads_lines(self, path: Path) -> bool:
+    def reads_lines(self, path: Path, format: str | None = None) -> bool:
         """Whether ``electra predict`` reads ``path`` as one input per line of text."""
-        return path.suffix.lower() in (".txt", "")
+        return data_format(path, format, "predict") == "lines"
 
     def example_from_line(self, line: str, n: int, source: str, info: TaskInfo) -> Any:
         """One ``electra predict`` input from a line of a text file."""
@@ -274,13 +280,9 @@ class ClassificationFamily(Family):
         text_col, pair_col, label_col = _table_columns(options)
 
         def read(p: Path) -> list[TextExample]:
-            names, rows = read_table(p)
-            needed = {"--text-column": text_col, "--label-column": label_col}
-            if pair_col:
-                needed["--text-pair-column"] = pair_col
-            if p.suffix.lower() in (".csv", ".tsv", ".tab"):
-                require_columns(p, names, needed)
-            return text_examples(p, rows, text_col, pair_col, label_col, self.regression)
+            return read_text_table(
+                p, text_col, pair_col, label_col, self.regression, options.format or None
+            )
 
         return read
 
@@ -289,18 +291,13 @@ class ClassificationFamily(Family):
         return TextExample(a, b if b else None, None, guid=str(n), source=source)
 
     def read_predict_file(self, path: Path, info: TaskInfo, columns: Any) -> list[TextExample]:
-        names, rows = read_table(path)
+        fmt = predict_format(path, columns)
+        if fmt == "conll":
+            raise DatasetError(f"{path}: CoNLL input is for tagging models, not {self.name}")
         text_col = columns.text_column or info.data.get("text_column") or "text"
         pair_col = columns.text_pair_column or info.data.get("text_pair_column") or None
         label_col = columns.label_column or None
-        needed = {"--text-column": text_col}
-        if pair_col:
-            needed["--text-pair-column"] = pair_col
-        if label_col:
-            needed["--label-column"] = label_col
-        if path.suffix.lower() in (".csv", ".tsv", ".tab"):
-            require_columns(path, names, needed)
-        return text_examples(path, rows, text_col, pair_col, label_col, regression=self.regression)
+        return read_text_table(path, text_col, pair_col, label_col, self.regression, fmt)
 
     def example_from_input(self, x: Any, n: int, info: TaskInfo) -> TextExample:
         if isinstance(x, tuple | list):
@@ -426,9 +423,10 @@ class TaggingFamily(Family):
         return self.example_from_input(line, n, info, source=source)
 
     def read_predict_file(self, path: Path, info: TaskInfo, columns: Any) -> list[Any]:
-        if path.suffix.lower() in (".conll", ".bio"):
+        fmt = predict_format(path, columns)
+        if fmt == "conll":
             return read_conll(path)
-        _, rows = read_table(path)
+        _, rows = read_table(path, fmt)
         return tagging_from_rows(path, rows, columns.text_column or "tokens", columns.label_column)
 
     def example_from_input(
@@ -473,11 +471,13 @@ class QAFamily(Family):
     def custom_reader(self, options: Any) -> Reader:
         return lambda p: read_squad(p)
 
-    def reads_lines(self, path: Path) -> bool:
+    def reads_lines(self, path: Path, format: str | None = None) -> bool:
         return False
 
     def read_predict_file(self, path: Path, info: TaskInfo, columns: Any) -> list[QAExample]:
-        return read_squad(path, require_answers=False)
+        return read_squad(
+            path, require_answers=False, format=getattr(columns, "format", "") or None
+        )
 
     def example_from_input(self, x: Any, n: int, info: TaskInfo) -> QAExample:
         q, c = (x["question"], x["context"]) if isinstance(x, dict) else x

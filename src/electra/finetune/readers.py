@@ -7,7 +7,10 @@ the file, the line (or the JSON path) and the field. Formats:
   or without a header; every line must have the header's number of fields.
 * custom tables: ``.csv`` (RFC 4180 quoting, header required), ``.tsv`` (as
   GLUE, header required), ``.jsonl`` (one JSON object per line), ``.json``
-  (an array of objects).
+  (an array of objects); a ``.txt`` table is TSV or CSV, sniffed from its
+  first lines. :mod:`electra.formats` decides (``--format`` overrides).
+* predict input (:func:`read_predict_input`): the tables, ``.txt`` with one
+  text per line (``a<TAB>b`` for a pair), CoNLL for tagging, SQuAD for QA.
 * CoNLL (WNUT-17): ``token<TAB>tag`` (or space separated, tag last), a blank
   or tab-only line between sentences.
 * KLUE-NER: ``## <guid>\\t<marked-up sentence>`` then one ``char\\ttag`` line per
@@ -24,7 +27,7 @@ import csv
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,7 @@ from electra.finetune.common import (
     TextExample,
     where,
 )
+from electra.formats import HEADER_FORMATS, FormatError, Use, detect_format
 
 PathLike = str | os.PathLike[str]
 
@@ -180,21 +184,54 @@ def read_json_array(path: PathLike) -> tuple[list[str], list[tuple[int, dict[str
     return list(keys), rows
 
 
-def read_table(path: PathLike) -> tuple[list[str], list[tuple[int, dict[str, Any]]]]:
-    """A custom data file by extension: .csv, .tsv/.txt, .jsonl, .json."""
-    suffix = Path(path).suffix.lower()
-    if suffix == ".csv":
-        return read_csv(path)
-    if suffix in (".tsv", ".tab"):
-        return read_tsv(path)
-    if suffix in (".jsonl", ".ndjson"):
-        return read_jsonl(path)
-    if suffix == ".json":
-        return read_json_array(path)
-    raise DatasetError(
-        f"{path}: unknown data format {suffix or '(no extension)'!r}; "
-        "use .csv, .tsv, .jsonl or .json"
-    )
+Rows = list[tuple[int, dict[str, Any]]]
+
+
+def data_format(path: PathLike, format: str | None = None, use: Use = "table") -> str:
+    """The format of data file ``path`` (see :mod:`electra.formats`), or a DatasetError."""
+    try:
+        return detect_format(path, format or None, use)
+    except FormatError as exc:
+        raise DatasetError(str(exc)) from None
+
+
+def _read_rows(path: PathLike, fmt: str) -> tuple[list[str], Rows]:
+    readers: dict[str, Callable[[PathLike], tuple[list[str], Rows]]] = {
+        "csv": read_csv,
+        "tsv": read_tsv,
+        "jsonl": read_jsonl,
+        "json": read_json_array,
+    }
+    return readers[fmt](path)
+
+
+def read_table(path: PathLike, format: str | None = None) -> tuple[list[str], Rows]:
+    """A custom data file: .csv, .tsv, .txt (TSV or CSV, sniffed), .jsonl, .json.
+
+    ``format`` (``csv``, ``tsv``, ``jsonl``, ``json``) overrides the suffix.
+    """
+    return _read_rows(path, data_format(path, format))
+
+
+def read_text_table(
+    path: PathLike,
+    text_column: str,
+    pair_column: str | None,
+    label_column: str | None,
+    regression: bool = False,
+    format: str | None = None,
+) -> list[TextExample]:
+    """Text examples of a custom table; a missing column of a CSV/TSV is a header error."""
+    fmt = data_format(path, format)
+    names, rows = _read_rows(path, fmt)
+    needed = {"--text-column": text_column}
+    if pair_column:
+        needed["--text-pair-column"] = pair_column
+    if label_column:
+        needed["--label-column"] = label_column
+    if fmt in HEADER_FORMATS:
+        require_columns(path, names, needed)
+    return text_examples(path, rows, text_column, pair_column, label_column, regression)
 
 
 def require_columns(path: PathLike, columns: list[str], needed: dict[str, str]) -> None:
@@ -205,6 +242,61 @@ def require_columns(path: PathLike, columns: list[str], needed: dict[str, str]) 
                 f"{where(path, 1, col)}: no such column (given by {option}); "
                 f"the file has: {', '.join(columns) or '(none)'}"
             )
+
+
+_DROP = object()  # a label_map callable said: leave this row out
+
+
+def _field_values(
+    path: PathLike,
+    n: int,
+    row: dict[str, Any],
+    columns: Sequence[str | None],
+    label_column: str | None,
+    regression: bool,
+) -> dict[str, str]:
+    """The row's text fields, present and text (a JSON number label is made text)."""
+    values = {}
+    for col in columns:
+        if not col:
+            continue
+        if col not in row or row[col] is None:
+            raise DatasetError(f"{where(path, n, col)}: missing value")
+        value = row[col]
+        if isinstance(value, str):
+            values[col] = value
+        elif col == label_column and isinstance(value, int | float) and not isinstance(value, bool):
+            values[col] = repr(value) if regression else str(value)
+        else:
+            raise DatasetError(f"{where(path, n, col)}: expected text, got {type(value).__name__}")
+    return values
+
+
+def _label(
+    raw: str,
+    loc: str,
+    regression: bool,
+    label_map: dict[str, str] | Callable[[str], str | None] | None,
+) -> Any:
+    """A row's label: a number (regression), or a class name through ``label_map``."""
+    if regression:
+        try:
+            label = float(raw)
+        except ValueError:
+            raise DatasetError(f"{loc}: {raw!r} is not a number") from None
+        if label != label:  # NaN
+            raise DatasetError(f"{loc}: label is NaN")
+        return label
+    if not raw:
+        raise DatasetError(f"{loc}: empty label")
+    if callable(label_map):
+        mapped = label_map(raw)
+        return _DROP if mapped is None else mapped
+    if label_map is not None:
+        if raw not in label_map:
+            raise DatasetError(f"{loc}: unknown label {raw!r}; expected one of {sorted(label_map)}")
+        return label_map[raw]
+    return raw
 
 
 def text_examples(
@@ -225,25 +317,8 @@ def text_examples(
     """
     out = []
     for n, row in rows:
-        values = {}
-        for col in (text_column, pair_column, label_column):
-            if not col:
-                continue
-            if col not in row or row[col] is None:
-                raise DatasetError(f"{where(path, n, col)}: missing value")
-            value = row[col]
-            if not isinstance(value, str):
-                if (
-                    col == label_column
-                    and isinstance(value, int | float)
-                    and not isinstance(value, bool)
-                ):
-                    value = repr(value) if regression else str(value)
-                else:
-                    raise DatasetError(
-                        f"{where(path, n, col)}: expected text, got {type(value).__name__}"
-                    )
-            values[col] = value
+        columns = (text_column, pair_column, label_column)
+        values = _field_values(path, n, row, columns, label_column, regression)
         text = values[text_column]
         if not text.strip():
             if skip_empty:
@@ -252,37 +327,14 @@ def text_examples(
         pair = values.get(pair_column) if pair_column else None
         if pair is not None and not pair.strip():
             raise DatasetError(f"{where(path, n, pair_column)}: empty text")
-        label: str | float | None = None
+        label = None
         if label_column:
-            raw = values[label_column].strip()
-            if regression:
-                try:
-                    label = float(raw)
-                except ValueError:
-                    raise DatasetError(
-                        f"{where(path, n, label_column)}: {raw!r} is not a number"
-                    ) from None
-                if label != label:  # NaN
-                    raise DatasetError(f"{where(path, n, label_column)}: label is NaN")
-            else:
-                if not raw:
-                    raise DatasetError(f"{where(path, n, label_column)}: empty label")
-                if callable(label_map):
-                    label = label_map(raw)
-                    if label is None:
-                        continue
-                elif label_map is not None:
-                    if raw not in label_map:
-                        raise DatasetError(
-                            f"{where(path, n, label_column)}: unknown label {raw!r}; "
-                            f"expected one of {sorted(label_map)}"
-                        )
-                    label = label_map[raw]
-                else:
-                    label = raw
-        out.append(
-            TextExample(text, pair, label, guid=f"{Path(path).name}:{n}", source=where(path, n))
-        )
+            loc = where(path, n, label_column)
+            label = _label(values[label_column].strip(), loc, regression, label_map)
+            if label is _DROP:
+                continue
+        source = where(path, n)
+        out.append(TextExample(text, pair, label, guid=f"{Path(path).name}:{n}", source=source))
     if not out:
         raise DatasetError(f"{path}: no examples")
     return out
@@ -441,9 +493,22 @@ def _check_answer(
     return Answer(text, min(hits, key=lambda i: abs(i - start)))
 
 
-def read_squad(path: PathLike, require_answers: bool = True) -> list[QAExample]:
-    """SQuAD v1.1 JSON (``{"data": [{"title", "paragraphs": [...]}]}``) or JSON Lines."""
-    if Path(path).suffix.lower() in (".jsonl", ".ndjson"):
+def read_squad(
+    path: PathLike, require_answers: bool = True, format: str | None = None
+) -> list[QAExample]:
+    """SQuAD v1.1 JSON (``{"data": [{"title", "paragraphs": [...]}]}``) or JSON Lines.
+
+    JSON Lines by a ``.jsonl``/``.ndjson`` name or ``format="jsonl"``; SQuAD JSON otherwise.
+    """
+    try:
+        fmt = detect_format(path, format or None, "qa")
+    except FormatError:
+        if format:
+            raise DatasetError(
+                f"{path}: format {format!r} is not one of QA's: json, jsonl"
+            ) from None
+        fmt = "json"  # any other name: SQuAD JSON, as always
+    if fmt == "jsonl":
         return _read_qa_jsonl(path, require_answers)
     raw = _open_text(path)
     try:
@@ -459,43 +524,43 @@ def read_squad(path: PathLike, require_answers: bool = True) -> list[QAExample]:
         if not isinstance(paragraphs, list):
             raise DatasetError(f"{path}: data[{i}], field 'paragraphs': missing or not a list")
         for j, para in enumerate(paragraphs):
-            loc = f"data[{i}].paragraphs[{j}]"
-            context = para.get("context") if isinstance(para, dict) else None
-            if not isinstance(context, str) or not context.strip():
-                raise DatasetError(f"{path}: {loc}, field 'context': missing or empty")
-            for k, qa in enumerate(para.get("qas") or []):
-                qloc = f"{loc}.qas[{k}]"
-                if not isinstance(qa, dict):
-                    raise DatasetError(f"{path}: {qloc}: not an object")
-                qid = str(qa.get("id", f"{i}-{j}-{k}"))
-                question = qa.get("question")
-                if not isinstance(question, str) or not question.strip():
-                    raise DatasetError(
-                        f"{where(path, _qa_line(raw, qid), 'question')}: {qloc} (id {qid}): "
-                        "missing or empty question"
-                    )
-                answers_raw = qa.get("answers") or []
-                if require_answers and not answers_raw:
-                    raise DatasetError(
-                        f"{where(path, _qa_line(raw, qid), 'answers')}: {qloc} (id {qid}): "
-                        "no answers (SQuAD v1.1 questions are all answerable)"
-                    )
-                answers = [
-                    _check_answer(path, raw, qloc, qid, context, m, a)
-                    for m, a in enumerate(answers_raw)
-                ]
-                out.append(
-                    QAExample(
-                        qid,
-                        question,
-                        context,
-                        answers,
-                        title=str(title),
-                        source=f"{path}: {qloc}",
-                    )
-                )
+            out.extend(_squad_paragraph(path, raw, i, j, para, str(title), require_answers))
     if not out:
         raise DatasetError(f"{path}: no questions")
+    return out
+
+
+def _squad_paragraph(
+    path: PathLike, raw: str, i: int, j: int, para: Any, title: str, require_answers: bool
+) -> list[QAExample]:
+    """The questions of ``data[i].paragraphs[j]``, each checked against its context."""
+    loc = f"data[{i}].paragraphs[{j}]"
+    context = para.get("context") if isinstance(para, dict) else None
+    if not isinstance(context, str) or not context.strip():
+        raise DatasetError(f"{path}: {loc}, field 'context': missing or empty")
+    out = []
+    for k, qa in enumerate(para.get("qas") or []):
+        qloc = f"{loc}.qas[{k}]"
+        if not isinstance(qa, dict):
+            raise DatasetError(f"{path}: {qloc}: not an object")
+        qid = str(qa.get("id", f"{i}-{j}-{k}"))
+        question = qa.get("question")
+        if not isinstance(question, str) or not question.strip():
+            raise DatasetError(
+                f"{where(path, _qa_line(raw, qid), 'question')}: {qloc} (id {qid}): "
+                "missing or empty question"
+            )
+        answers_raw = qa.get("answers") or []
+        if require_answers and not answers_raw:
+            raise DatasetError(
+                f"{where(path, _qa_line(raw, qid), 'answers')}: {qloc} (id {qid}): "
+                "no answers (SQuAD v1.1 questions are all answerable)"
+            )
+        answers = [
+            _check_answer(path, raw, qloc, qid, context, m, a) for m, a in enumerate(answers_raw)
+        ]
+        source = f"{path}: {qloc}"
+        out.append(QAExample(qid, question, context, answers, title=title, source=source))
     return out
 
 

@@ -102,6 +102,7 @@ class DataOptions:
     dev_fraction: float = 0.1
     test_fraction: float = 0.1
     balance: bool = True  # NSMC built from raw reviews: down-sample the majority class
+    format: str = ""  # of custom tables: csv, tsv, jsonl, json (default: by name, .txt sniffed)
 
     def __post_init__(self) -> None:
         for name in ("dev_fraction", "test_fraction"):
