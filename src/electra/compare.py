@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from electra.config import ConfigError
+from electra.objectives import OBJECTIVES
 
 
 @dataclass
@@ -86,7 +87,8 @@ class CompareCommand:
     progress: bool = field(default=True, metadata={"doc": "Show progress bars."})
 
 
-ARMS = ("rtd", "mlm")
+ARMS = tuple(OBJECTIVES)
+_COLOURS = {"rtd": "tab:red", "mlm": "tab:blue"}  # plot colour of each arm
 
 
 def _log(msg: str) -> None:
@@ -200,7 +202,7 @@ def pretrain_arm(
         hf = run / "hf" / f"step-{mark:08d}"
         if not (hf / "generator" / "config.json").is_file():
             export_run(ckpt_dir, hf)
-        model = hf / ("discriminator" if arm == "rtd" else "generator")
+        model = hf / OBJECTIVES[arm].kept_encoder
         points.append(
             {
                 "arm": arm,
@@ -413,12 +415,12 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 3.8), dpi=100, squeeze=False)
     base = next(p for p in result["points"] if p["arm"] == "none")
     for ax, task in zip(axes[0], tasks, strict=True):
-        for arm, colour in (("rtd", "tab:red"), ("mlm", "tab:blue")):
+        for arm, colour in _COLOURS.items():
             pts = [base] + [p for p in result["points"] if p["arm"] == arm]
             x = [p["flops"] for p in pts]
             y = [100 * p["scores"][task]["median"] for p in pts]
             err = [100 * p["scores"][task].get("std", 0.0) for p in pts]
-            label = "ELECTRA (RTD)" if arm == "rtd" else "BERT (MLM)"
+            label = OBJECTIVES[arm].title
             ax.errorbar(x, y, yerr=err, marker="o", color=colour, label=label, capsize=3)
         floor = (result.get("floors") or {}).get(task) or {}
         for key, colour in (("tfidf", "tab:green"), ("constant", "grey")):

@@ -195,7 +195,7 @@ def plan_start(
         if init.generator:
             raise ConfigError("init.generator needs init.discriminator (the discriminator)")
         return None
-    if objective.objective != "rtd":
+    if not objective.kind.has_discriminator:
         raise ConfigError(
             f"objective.objective = {objective.objective!r}: init.discriminator continues "
             "ELECTRA (rtd) pre-training"

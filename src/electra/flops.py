@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass, field
 
 from electra.config import ElectraConfig, generator_config, preset
+from electra.objectives import ObjectiveName, objective_named
 
 # Per-element costs of the official script.
 DROPOUT_FLOPS = 4  # random number, >=, mask multiply, rescale
@@ -116,11 +117,10 @@ def paper_train_flops_per_step(
     times the discriminator's (a released generator).
     """
     frac = output_frac_for(mask_prob)
-    if objective == "mlm":
-        per_token = paper_forward_flops_per_token(disc, seq_len, "mlm", frac)
-    else:
+    kind = objective_named(objective)
+    per_token = paper_forward_flops_per_token(disc, seq_len, kind.main_head, frac)
+    if kind.has_discriminator:
         gen = generator or generator_config(disc, generator_size)
-        per_token = paper_forward_flops_per_token(disc, seq_len, "disc", frac)
         per_token += paper_forward_flops_per_token(gen, seq_len, "mlm", frac)
     return 2.0 * per_token * batch_size * seq_len
 
@@ -153,12 +153,12 @@ def executed_matmul_flops_per_step(
             2 * c.hidden_size * c.embedding_size + 2 * c.embedding_size * c.vocab_size
         )
 
-    if objective == "mlm":
-        fwd = body(disc) + mlm_head(disc)
-    else:
+    if objective_named(objective).has_discriminator:
         gen = generator_config(disc, generator_size)
         fwd = body(disc) + tokens * 2 * disc.hidden_size * (disc.hidden_size + 1)
         fwd += body(gen) + mlm_head(gen)
+    else:
+        fwd = body(disc) + mlm_head(disc)
     return 3.0 * fwd
 
 
@@ -168,12 +168,12 @@ def count_parameters(c: ElectraConfig, head: str = "none") -> int:
     emb = (v + c.max_position_embeddings + c.type_vocab_size) * e + 2 * e
     proj = (e * h + h) if e != h else 0
     layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
-    n = emb + proj + c.num_hidden_layers * layer
-    if head == "disc":
-        n += h * h + h + h + 1
-    elif head == "mlm":
-        n += h * e + e + 2 * e + v  # dense, LayerNorm, output bias (weight tied)
-    return n
+    heads = {
+        "none": 0,
+        "disc": h * h + h + h + 1,
+        "mlm": h * e + e + 2 * e + v,  # dense, LayerNorm, output bias (weight tied)
+    }
+    return emb + proj + c.num_hidden_layers * layer + heads[head]
 
 
 @dataclass
@@ -184,7 +184,7 @@ class FlopsCommand:
     batch_size: int | None = field(default=None, metadata={"doc": "Batch (default: paper's)."})
     seq_len: int | None = field(default=None, metadata={"doc": "Sequence length."})
     steps: int | None = field(default=None, metadata={"doc": "Training steps."})
-    objective: str = field(default="rtd", metadata={"doc": "rtd or mlm."})
+    objective: ObjectiveName = field(default="rtd", metadata={"doc": "rtd or mlm."})
 
 
 def flops_cli(cmd: FlopsCommand) -> int:

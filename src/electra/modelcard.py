@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from electra.config import ElectraConfig, from_dict
+from electra.objectives import objective_named
 
 _KINDS = {
     "discriminator": (
@@ -160,7 +161,7 @@ def _score_lines(summary: dict[str, Any]) -> list[str]:
 def model_card(kind: str, facts: dict[str, Any]) -> str:
     """The README.md text for an exported ``discriminator`` or ``generator`` directory."""
     arch, what = _KINDS[kind]
-    if facts["objective"] == "mlm":
+    if not objective_named(facts["objective"]).has_discriminator:
         what = "a masked-language model trained as BERT is (the MLM baseline of this toolkit)"
     shape = facts["model"] if kind == "discriminator" else facts["generator"] or facts["model"]
     s = facts["summary"]

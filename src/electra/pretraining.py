@@ -46,13 +46,14 @@ from electra.model import (
     TiedLMHead,
     init_weights,
 )
+from electra.objectives import OBJECTIVES, Objective, ObjectiveName
 
 
 @dataclass
 class ObjectiveConfig:
     """What is learned: RTD (ELECTRA) or MLM (BERT), and its constants."""
 
-    objective: Literal["rtd", "mlm"] = field(
+    objective: ObjectiveName = field(
         default="rtd", metadata={"doc": "rtd (ELECTRA) or mlm (BERT baseline)."}
     )
     mask_prob: float = field(
@@ -96,6 +97,11 @@ class ObjectiveConfig:
             raise ConfigError(f"temperature must be positive, got {self.temperature}")
         if self.disc_mlm_weight < 0:
             raise ConfigError(f"disc_mlm_weight must be >= 0, got {self.disc_mlm_weight}")
+
+    @property
+    def kind(self) -> Objective:
+        """The registry entry of :attr:`objective` (see :mod:`electra.objectives`)."""
+        return OBJECTIVES[self.objective]
 
 
 @dataclass(frozen=True)
@@ -437,7 +443,7 @@ class ElectraForPretraining(nn.Module):
         self.config = config
         self.objective = objective
         self.special = special
-        if objective.objective == "rtd":
+        if objective.kind.has_discriminator:
             self.discriminator = ElectraDiscriminator(config)
             gen_cfg = generator_cfg or generator_config(config, objective.generator_size)
             self.generator = ElectraGenerator(
@@ -486,13 +492,15 @@ class ElectraForPretraining(nn.Module):
             full = bool(attention_mask.all())
         # SDPA runs its fast kernel when there is no mask; full blocks need none.
         attn = None if full else attention_mask
-        if self.objective.objective == "mlm":
+        if not self.objective.kind.has_discriminator:
             return self._mlm(input_ids, attention_mask, attn, token_type_ids, rng)
         return self._rtd(input_ids, attention_mask, attn, token_type_ids, rng, keep_tensors)
 
     def _mlm(self, input_ids, attention_mask, attn, token_type_ids, rng) -> PretrainOutput:
         obj = self.objective
-        m = mask_batch(input_ids, attention_mask, self.special, obj.mask_prob, rng, style="bert")
+        m = mask_batch(
+            input_ids, attention_mask, self.special, obj.mask_prob, rng, style=obj.kind.masking
+        )
         logits = self.generator(m.input_ids, attn, token_type_ids, positions=m.positions)
         mlm_loss = F.cross_entropy(logits.float(), m.labels)
         with torch.no_grad():
@@ -509,7 +517,7 @@ class ElectraForPretraining(nn.Module):
             self.special,
             obj.mask_prob,
             rng,
-            style="electra",
+            style=obj.kind.masking,
             mask_token_prob=obj.mask_token_prob,
         )
         gen_logits = self.generator(m.input_ids, attn, token_type_ids, positions=m.positions)

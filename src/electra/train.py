@@ -58,6 +58,7 @@ from electra.config import (
 from electra.continued import InitConfig, Start, load_start_weights, plan_start
 from electra.flops import paper_train_flops_per_step
 from electra.health import HealthProbe, most_frequent_token, verdict
+from electra.objectives import ObjectiveName
 from electra.optim import adamw, linear_warmup_decay
 from electra.precision import autocast_for, resolve_precision
 from electra.pretraining import (
@@ -528,7 +529,7 @@ class Trainer:
             return start.discriminator, start.generator, start.special
         model_cfg = resolve_model(self.cfg, blocks.vocab_size, "config")
         gen_cfg = None
-        if self.cfg.objective.objective == "rtd":
+        if self.cfg.objective.kind.has_discriminator:
             gen_cfg = generator_config(model_cfg, self.cfg.objective.generator_size)
         return model_cfg, gen_cfg, blocks.special
 
@@ -1008,7 +1009,7 @@ class PretrainCommand:
     output: str | None = field(
         default=None, metadata={"doc": "Run directory (run.output_dir).", "short": "-o"}
     )
-    objective: str | None = field(default=None, metadata={"doc": "rtd or mlm."})
+    objective: ObjectiveName | None = field(default=None, metadata={"doc": "rtd or mlm."})
     init_from: str | None = field(
         default=None,
         metadata={
