@@ -36,6 +36,7 @@ import torch
 
 from electra.checkpoint import CheckpointError
 from electra.config import ConfigError, ElectraConfig, generator_config
+from electra.files import sha256_file
 from electra.hf import WEIGHT_FILES, load_into, read_config, read_weights
 from electra.pretraining import ElectraForPretraining, ObjectiveConfig, SpecialIds
 
@@ -78,8 +79,6 @@ def weights_sha256(model_dir: str | Path) -> tuple[str, str]:
 
     A sharded checkpoint is hashed as the SHA-256 of its shards' hashes in order.
     """
-    from electra.checkpoint import sha256_file
-
     d = Path(model_dir)
     for name in WEIGHT_FILES:
         path = d / name

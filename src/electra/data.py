@@ -100,12 +100,14 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Literal
 
 import numpy as np
 
 from electra.config import ConfigError
-from electra.corpus import Corpus, CorpusError, ReadOptions, setup_cli_logging, sha256_file
+from electra.corpus import Corpus, CorpusError, ReadOptions, setup_cli_logging
+from electra.files import atomic_write_text, fsync_dir, sha256_file
+from electra.special import SpecialIds
 from electra.tokenizer import (
     TOKENIZER_FILES,
     encoding_tokenizer,
@@ -115,9 +117,6 @@ from electra.tokenizer import (
     tokenizer_settings,
     tokenizer_sha256,
 )
-
-if TYPE_CHECKING:
-    from electra.pretraining import SpecialIds
 
 log = logging.getLogger("electra")
 
@@ -496,19 +495,6 @@ def _doc_keys(file_key: int, index: int, part: int) -> tuple[int, float]:
 # ---------------------------------------------------------------------------
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 NPY_HEADER_BYTES = 128
 
 
@@ -677,7 +663,7 @@ def prepare(cmd: PrepareCommand) -> Path:
     opts = cmd.read_options()
     corpus = Corpus(cmd.inputs, opts)
     tok = load_tokenizer(cmd.tokenizer)
-    special = special_id_map(tok)  # (SpecialIds would import torch into this process)
+    special = special_id_map(tok)
     vocab_size = tok.get_vocab_size(with_added_tokens=True)
     settings = tokenizer_settings(tok)
     dtype = "uint16" if vocab_size <= 1 << 16 else "uint32"
@@ -839,14 +825,9 @@ def prepare(cmd: PrepareCommand) -> Path:
 
 
 def _write_manifest(out: Path, body: str) -> None:
-    _fsync_dir(out)  # the shards' renames first
-    tmp = out / f".{MANIFEST}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(body)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, out / MANIFEST)
-    _fsync_dir(out)
+    fsync_dir(out)  # the shards' renames first
+    atomic_write_text(out / MANIFEST, body)
+    fsync_dir(out)
 
 
 def _run_pool(
@@ -990,17 +971,8 @@ class Blocks:
 
     @property
     def special(self) -> SpecialIds:
-        """The special token ids (``electra.pretraining.SpecialIds``)."""
-        from electra.pretraining import SpecialIds  # imports torch: only when asked
-
-        ids = self.special_id_map
-        return SpecialIds(
-            pad=ids["pad"],
-            cls=ids["cls"],
-            sep=ids["sep"],
-            mask=ids["mask"],
-            vocab_size=self.vocab_size,
-        )
+        """The special token ids the objective needs."""
+        return SpecialIds.from_map(self.special_id_map, self.vocab_size)
 
     def __repr__(self) -> str:
         return (

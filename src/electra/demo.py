@@ -96,8 +96,9 @@ def estimate_step_seconds(cfg, block_length: int, vocab_size: int, steps: int = 
     import torch
 
     from electra.optim import adamw
+    from electra.precision import autocast_for
     from electra.pretraining import ElectraForPretraining, SpecialIds
-    from electra.train import autocast_for, resolve_device, resolve_model
+    from electra.train import resolve_device, resolve_model
 
     device = resolve_device(cfg.run.device)
     model_cfg = resolve_model(cfg, vocab_size, "demo")
@@ -265,6 +266,7 @@ def estimate_finetune_seconds(model_dir: Path, length: int = 64, batch: int = 32
 
     from electra.finetune.run import default_bf16
     from electra.hf import load_encoder
+    from electra.precision import autocast_for
 
     encoder, _ = load_encoder(model_dir)
     head = torch.nn.Linear(encoder.config.hidden_size, 2)
@@ -276,7 +278,7 @@ def estimate_finetune_seconds(model_dir: Path, length: int = 64, batch: int = 32
     times = []
     for i in range(3):
         t = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with autocast_for("bf16" if bf16 else "fp32", torch.device("cpu")):
             logits = head(encoder(ids)[:, 0]).float()
         torch.nn.functional.cross_entropy(logits, labels).backward()
         opt.step()

@@ -28,9 +28,9 @@ from torch import Tensor
 
 from electra.checkpoint import CheckpointError
 from electra.config import ConfigError
+from electra.files import atomic_write_bytes
 from electra.hf import (
     atomic_save_safetensors,
-    atomic_write_bytes,
     read_config,
     read_state_dict,
 )

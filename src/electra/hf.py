@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from torch import Tensor, nn
 
 from electra.checkpoint import CheckpointError
 from electra.config import ConfigError, ElectraConfig, from_dict
+from electra.files import atomic_path, atomic_write_bytes  # atomic_write_bytes: re-exported
 from electra.model import ElectraDiscriminator, ElectraGenerator, ElectraModel
 
 TOKENIZER_FILES = (
@@ -265,38 +265,12 @@ def unique_state_dict(module: nn.Module, prefix: str = "") -> dict[str, Tensor]:
     return out
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write via a temporary file in the same directory, fsync, rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def atomic_save_safetensors(
     tensors: dict[str, Tensor], path: Path, metadata: dict[str, str] | None = None
 ) -> None:
     """``safetensors`` file written atomically (temporary name, fsync, rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         save_file(tensors, tmp, metadata=metadata)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def copy_tokenizer_files(src_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from electra.config import ElectraConfig, from_dict
+from electra.files import atomic_write_bytes
 from electra.objectives import objective_named
 
 _KINDS = {
@@ -263,8 +264,6 @@ def write_model_card(directory: str | Path, kind: str, facts: dict[str, Any]) ->
 
 def write_card_text(directory: str | Path, text: str) -> Path:
     """Write ``text`` as ``DIRECTORY/README.md`` atomically; returns its path."""
-    from electra.hf import atomic_write_bytes
-
     path = Path(directory) / "README.md"
     atomic_write_bytes(path, text.encode("utf-8"))
     return path

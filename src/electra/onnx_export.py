@@ -43,12 +43,13 @@ import torch
 from torch import nn
 
 from electra.checkpoint import CheckpointError
+from electra.files import atomic_write_bytes
 from electra.finetune.modeling import (
     TASK_FILE,
     read_task_info,
     record_max_length,
 )
-from electra.hf import atomic_write_bytes, read_config
+from electra.hf import read_config
 from electra.runtime import FILES, INPUTS, MANIFEST
 
 FORMAT = "electra-onnx/1"

@@ -22,16 +22,15 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import json
-import os
 import platform
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from electra.files import atomic_write_text
 from electra.finetune.common import TaggingExample, TextExample
 
 
@@ -223,20 +222,6 @@ def warn_input(args: PredictArgs, data: PredictInput, truncated: int, max_length
             f"max length ({max_length} tokens) and were truncated to it",
             file=sys.stderr,
         )
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file in the same directory and rename (never half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def versions() -> dict[str, str]:

@@ -47,6 +47,7 @@ from electra.model import (
     init_weights,
 )
 from electra.objectives import OBJECTIVES, Objective, ObjectiveName
+from electra.special import SpecialIds  # re-exported: its historical home
 
 
 @dataclass
@@ -102,21 +103,6 @@ class ObjectiveConfig:
     def kind(self) -> Objective:
         """The registry entry of :attr:`objective` (see :mod:`electra.objectives`)."""
         return OBJECTIVES[self.objective]
-
-
-@dataclass(frozen=True)
-class SpecialIds:
-    """The token ids the objective must know (from the vocabulary)."""
-
-    pad: int
-    cls: int
-    sep: int
-    mask: int
-    vocab_size: int
-
-    @property
-    def never_masked(self) -> tuple[int, ...]:
-        return (self.pad, self.cls, self.sep, self.mask)
 
 
 class SampleRNG:

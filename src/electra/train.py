@@ -56,10 +56,11 @@ from electra.config import (
     to_dict,
 )
 from electra.continued import InitConfig, Start, load_start_weights, plan_start
+from electra.files import atomic_write_text
 from electra.flops import paper_train_flops_per_step
 from electra.health import HealthProbe, most_frequent_token, verdict
 from electra.objectives import ObjectiveName
-from electra.optim import adamw, linear_warmup_decay
+from electra.optim import adamw, linear_warmup_decay, parameter_groups
 from electra.precision import autocast_for, resolve_precision
 from electra.pretraining import (
     ElectraForPretraining,
@@ -282,25 +283,6 @@ def _all_reduce(x: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------
-# Optimizer and schedule
-# ---------------------------------------------------------------------------
-
-
-def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """Decay on weight matrices and embeddings; none on LayerNorm and biases."""
-    decay, no_decay, seen = [], [], set()
-    for name, p in model.named_parameters():
-        if not p.requires_grad or id(p) in seen:
-            continue
-        seen.add(id(p))
-        (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
-    return [
-        {"params": decay, "weight_decay": weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
-
-
-# ---------------------------------------------------------------------------
 # The run
 # ---------------------------------------------------------------------------
 
@@ -374,9 +356,7 @@ class MetricsLog:
                 for line in self.path.read_text(encoding="utf-8").splitlines()
                 if line.strip() and _record_step(line) <= resume_step
             ]
-            tmp = self.path.with_suffix(".jsonl.tmp")
-            tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-            os.replace(tmp, self.path)
+            atomic_write_text(self.path, "".join(line + "\n" for line in kept))
         self.file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
         self.tb = None
         if tensorboard:
