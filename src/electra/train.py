@@ -37,7 +37,6 @@ import sys
 import time
 import tomllib
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -50,6 +49,8 @@ from electra.config import (
     ConfigError,
     ElectraConfig,
     apply_overrides,
+    builtin_config_path,
+    builtin_configs,
     from_dict,
     generator_config,
     preset,
@@ -156,12 +157,6 @@ class PretrainConfig:
     run: RunConfig = field(default_factory=RunConfig)
 
 
-def builtin_configs() -> list[str]:
-    """Names of the packaged configs (``electra pretrain --config NAME``)."""
-    folder = resources.files("electra") / "configs"
-    return sorted(p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
-
-
 def load_config(source: str | None, overrides: list[str] = ()) -> PretrainConfig:
     """A config from a TOML file or a built-in name, with ``--set`` overrides applied."""
     data: dict[str, Any] = {}
@@ -169,7 +164,7 @@ def load_config(source: str | None, overrides: list[str] = ()) -> PretrainConfig
     if source:
         path = Path(source)
         if not path.is_file() and source in builtin_configs():
-            path = Path(str(resources.files("electra") / "configs" / f"{source}.toml"))
+            path = builtin_config_path(source)
         if not path.is_file():
             raise ConfigError(
                 f"{source}: no such config file or built-in config "
