@@ -20,6 +20,9 @@ The paper's central claim, checked on the user's own data and machine:
    with every number.
 
 Stages are reused when re-run with the same options.
+
+PyTorch, and the modules that import it, are imported inside the functions
+that use them, so ``electra compare --help`` answers without loading it.
 """
 
 from __future__ import annotations
@@ -34,7 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from electra.config import ConfigError
+from electra.corpus import ReadOptions
+from electra.data import PrepareCommand, open_blocks, prepare
+from electra.flops import paper_train_flops_per_step
 from electra.objectives import OBJECTIVES
+from electra.paths import default_data_dir
+from electra.tokenizer import train_tokenizer
 
 
 @dataclass
@@ -111,10 +119,6 @@ def default_corpus(data_dir: Path) -> list[Path]:
 
 def build_blocks(cmd: CompareCommand, out: Path, data_dir: Path) -> Path:
     """Tokenizer + blocks of the default corpus (reused when already built)."""
-    from electra.corpus import ReadOptions
-    from electra.data import PrepareCommand, prepare
-    from electra.tokenizer import train_tokenizer
-
     files = default_corpus(data_dir)
     tok = out / "tokenizer"
     if not (tok / "vocab.txt").is_file():
@@ -216,8 +220,6 @@ def pretrain_arm(
 
 
 def _flops_per_step(cfg, blocks: Path) -> float:
-    from electra.data import open_blocks
-    from electra.flops import paper_train_flops_per_step
     from electra.train import resolve_model
 
     b = open_blocks(blocks, "train")
@@ -232,7 +234,6 @@ def untrained_encoder(cmd: CompareCommand, blocks: Path, out: Path) -> Path:
     """The same discriminator shape, randomly initialised: the no-pre-training baseline."""
     import torch
 
-    from electra.data import open_blocks
     from electra.hf import export_discriminator
     from electra.model import ElectraDiscriminator
     from electra.train import load_config, resolve_model
@@ -317,8 +318,6 @@ def _task_floors(results: dict) -> dict[str, Any]:
 
 def compare(cmd: CompareCommand) -> dict[str, Any]:
     """Run the whole comparison; returns what ``compare.json`` holds."""
-    from electra.paths import default_data_dir
-
     t0 = time.time()
     out = Path(cmd.output)
     out.mkdir(parents=True, exist_ok=True)

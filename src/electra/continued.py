@@ -39,6 +39,7 @@ from electra.config import ConfigError, ElectraConfig, generator_config
 from electra.files import sha256_file
 from electra.hf import WEIGHT_FILES, load_into, read_config, read_weights
 from electra.pretraining import ElectraForPretraining, ObjectiveConfig, SpecialIds
+from electra.tokenizer import TokenizerError, load_tokenizer, tokenizer_sha256
 
 # Model fields a continued run may change: everything else is the checkpoint's shape.
 OVERRIDABLE = ("hidden_dropout_prob", "attention_probs_dropout_prob")
@@ -155,8 +156,6 @@ def check_tokenizer(model_dir: str, blocks: Any, vocab_size: int) -> str:
 
     ``blocks`` is an open :class:`electra.data.Blocks`. Returns the hash.
     """
-    from electra.tokenizer import TokenizerError, load_tokenizer, tokenizer_sha256
-
     try:
         tok = load_tokenizer(model_dir)
         ours = tokenizer_sha256(tok)

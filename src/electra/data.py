@@ -90,6 +90,7 @@ import multiprocessing
 import os
 import random
 import re
+import signal
 import sys
 import threading
 import time
@@ -103,7 +104,10 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 import numpy as np
+from tokenizers import AddedToken, Tokenizer
+from tqdm import tqdm
 
+from electra import __version__
 from electra.config import ConfigError
 from electra.corpus import Corpus, CorpusError, ReadOptions, setup_cli_logging
 from electra.files import atomic_write_text, fsync_dir, sha256_file
@@ -410,8 +414,6 @@ class _Builder:
     """Tokenize a chunk of documents and build their blocks."""
 
     def __init__(self, tokenizer_json: str, params: BuildParams) -> None:
-        from tokenizers import AddedToken, Tokenizer
-
         self.tok = Tokenizer.from_str(tokenizer_json)
         self.tok.add_special_tokens([AddedToken(SENTENCE_MARK, normalized=False, special=True)])
         self.mark = self.tok.token_to_id(SENTENCE_MARK)
@@ -455,8 +457,6 @@ _WORKER: _Builder | None = None
 
 
 def _init_worker(tokenizer_json: str, params: BuildParams) -> None:
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one process per core already
     global _WORKER
@@ -748,8 +748,6 @@ def prepare(cmd: PrepareCommand) -> Path:
             for k, v in stats.items():
                 totals[s][k] += v
         if cmd.progress and bar is None:
-            from tqdm import tqdm
-
             bar = tqdm(
                 total=corpus.total_bytes,
                 unit="B",
@@ -866,8 +864,6 @@ def _run_pool(
 
 
 def _version() -> str:
-    from electra import __version__
-
     return f"electra {__version__}"
 
 
@@ -1135,7 +1131,7 @@ class BlockLoader:
         }
 
     def _load(self, position: int) -> dict[str, Any]:
-        import torch
+        import torch  # only the training loop asks: `electra prepare` stays torch-free
 
         idx = batch_indices(
             len(self.blocks), self.seed, position, self.per_rank_batch, self.rank, self.world_size

@@ -21,15 +21,27 @@ natively (AVX512-BF16/AMX: about 1.6x faster) and fp32 elsewhere
 
 Every stage shows progress and is reused when the demo is run again with the
 same options (delete the output directory to start over).
+
+PyTorch, and the modules that import it, are imported inside the functions
+that use them, so ``electra demo --help`` answers without loading it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from electra.corpus import ReadOptions
+from electra.data import PrepareCommand, open_blocks, prepare
+from electra.paths import default_data_dir
+from electra.report import build_report
+from electra.special import SpecialIds
+from electra.tokenizer import train_tokenizer
 
 
 @dataclass
@@ -91,13 +103,11 @@ def estimate_step_seconds(cfg, block_length: int, vocab_size: int, steps: int = 
     synchronised around each step; a CPU timing would plan far too few steps
     for a GPU run.
     """
-    import statistics
-
     import torch
 
     from electra.optim import adamw
     from electra.precision import autocast_for
-    from electra.pretraining import ElectraForPretraining, SpecialIds
+    from electra.pretraining import ElectraForPretraining
     from electra.train import resolve_device, resolve_model
 
     device = resolve_device(cfg.run.device)
@@ -134,10 +144,6 @@ def _sync(device) -> None:
 
 def demo(cmd: DemoCommand) -> dict[str, Any]:
     """Run (or reuse) every stage; returns the results shown in the table."""
-    from electra.corpus import ReadOptions
-    from electra.data import PrepareCommand, open_blocks, prepare
-    from electra.paths import default_data_dir
-    from electra.tokenizer import train_tokenizer
     from electra.train import Trainer, load_config
 
     t_all = time.time()
@@ -229,8 +235,6 @@ def demo(cmd: DemoCommand) -> dict[str, Any]:
     times["finetune_random_s"] = time.time() - t
 
     t = _stage(6, "report")
-    from electra.report import build_report
-
     html = build_report(run_dir)
     times["report_s"] = time.time() - t
     result = {
@@ -260,8 +264,6 @@ def demo(cmd: DemoCommand) -> dict[str, Any]:
 def estimate_finetune_seconds(model_dir: Path, length: int = 64, batch: int = 32) -> float:
     """Seconds per training example of a fine-tuning step of ``model_dir``'s encoder
     (batch x length random ids, the precision fine-tuning will use; nothing written)."""
-    import statistics
-
     import torch
 
     from electra.finetune.run import default_bf16
@@ -296,8 +298,6 @@ def plan_finetuning(cmd: DemoCommand, discriminator: Path, plan_path: Path) -> D
     fine-tunings (pre-trained and random start) use the same plan, so they stay
     comparable; the plan is saved so a re-run reuses the same split sizes.
     """
-    import dataclasses
-
     if cmd.smoke or cmd.finetune_minutes <= 0:
         return cmd
     key = [cmd.finetune_minutes, cmd.epochs, cmd.nsmc_train_examples, cmd.nsmc_eval_examples]

@@ -17,6 +17,7 @@ from typing import Any
 
 from electra.config import ElectraConfig, from_dict
 from electra.files import atomic_write_bytes
+from electra.flops import paper_train_flops_per_step
 from electra.objectives import objective_named
 
 _KINDS = {
@@ -42,8 +43,6 @@ _SCORES = (
 
 def card_facts(config: dict[str, Any], step: int, summary: dict[str, Any] | None) -> dict[str, Any]:
     """What a card says, from a checkpoint's resolved config, its step and the run summary."""
-    from electra.flops import paper_train_flops_per_step
-
     model = from_dict(
         ElectraConfig, {k: v for k, v in config["model"].items() if k != "preset"}, "config"
     )

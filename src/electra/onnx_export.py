@@ -46,10 +46,12 @@ from electra.checkpoint import CheckpointError
 from electra.files import atomic_write_bytes
 from electra.finetune.modeling import (
     TASK_FILE,
+    copy_tokenizer,
+    load_finetuned,
     read_task_info,
     record_max_length,
 )
-from electra.hf import read_config
+from electra.hf import load_encoder, read_config
 from electra.runtime import FILES, INPUTS, MANIFEST
 
 FORMAT = "electra-onnx/1"
@@ -77,9 +79,6 @@ def load_for_export(model_dir: Path) -> tuple[nn.Module, dict[str, Any]]:
     ``ElectraFor{Sequence,Token}Classification`` / ``QuestionAnswering``) is
     exported with its head; any other ELECTRA directory as a bare encoder.
     """
-    from electra.finetune.modeling import load_finetuned
-    from electra.hf import load_encoder
-
     _, raw = read_config(model_dir)
     archs = raw.get("architectures") or []
     has_head = (model_dir / TASK_FILE).is_file() or any(
@@ -210,8 +209,6 @@ def file_entry(path: Path) -> dict[str, Any]:
 
 def copy_side_files(model_dir: Path, out: Path, max_length: int) -> None:
     """Tokenizer files (with the fine-tuning max length), config.json and electra_task.json."""
-    from electra.finetune.modeling import copy_tokenizer
-
     copy_tokenizer(model_dir, out)
     record_max_length(out, max_length)
     for name in ("config.json", TASK_FILE):

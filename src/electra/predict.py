@@ -31,7 +31,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 from electra.files import atomic_write_text
-from electra.finetune.common import TaggingExample, TextExample
+from electra.finetune.common import DatasetError, Splits, TaggingExample, TextExample, where
+from electra.finetune.readers import (
+    _lines,
+    _open_text,
+    read_conll,
+    read_squad,
+    read_table,
+    require_columns,
+    tagging_from_rows,
+    text_examples,
+)
+from electra.finetune.tasks import TaskSpec, check_labels
+from electra.runtime import OnnxModel
 
 
 def _doc(text: str, **kw: Any) -> Any:
@@ -83,9 +95,6 @@ class PredictInput:
 
 def read_text_lines(path: Path, info: Any) -> PredictInput:
     """One example per non-empty line; empty lines are kept as skipped (line, reason)."""
-    from electra.finetune.common import DatasetError, where
-    from electra.finetune.readers import _lines, _open_text
-
     text = _open_text(path)
     if text.endswith("\n"):
         text = text[:-1]  # the newline ending the last line does not start another
@@ -111,15 +120,6 @@ def read_text_lines(path: Path, info: Any) -> PredictInput:
 
 def read_predict_input(info: Any, args: PredictArgs) -> PredictInput:
     """Examples to predict on, in the model family's input formats."""
-    from electra.finetune.readers import (
-        read_conll,
-        read_squad,
-        read_table,
-        require_columns,
-        tagging_from_rows,
-        text_examples,
-    )
-
     path = Path(args.input)
     family = info.family
     suffix = path.suffix.lower()
@@ -163,8 +163,6 @@ def limit(data: PredictInput, n: int) -> PredictInput:
 def load_predictor(args: PredictArgs) -> Any:
     """The ONNX runtime model, or a PyTorch predictor (imported only then)."""
     if args.backend == "onnx":
-        from electra.runtime import OnnxModel
-
         return OnnxModel.load(args.model, precision=args.precision, threads=args.threads)
     from electra.finetune.run import TorchPredictor
 
@@ -186,9 +184,6 @@ def check_labels_of(info: Any, examples: list[Any]) -> None:
     """Gold labels (or tags) in the input must be ones the model can predict."""
     if info.family not in ("classification", "tagging"):
         return
-    from electra.finetune.common import Splits
-    from electra.finetune.tasks import TaskSpec, check_labels
-
     spec = TaskSpec(info.task, info.family, "", "", lambda *_: None, tuple(info.labels))
     check_labels(spec, Splits([], [], examples), info.labels, origin="the model's labels")
 

@@ -85,6 +85,7 @@ from typing import Any, Literal
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from tokenizers import trainers as tk_trainers
+from tqdm import tqdm
 
 from electra.config import ConfigError
 from electra.corpus import Corpus, ReadOptions, setup_cli_logging
@@ -614,8 +615,6 @@ def train_tokenizer(
     try:
         bar = None
         if progress:
-            from tqdm import tqdm
-
             what = "segment morphemes" if marker is not None else "read corpus"
             bar = tqdm(total=corpus.total_bytes, unit="B", unit_scale=True, desc=what)
         with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -43,6 +43,13 @@ from typing import Any, Literal
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_optimizer_state_dict,
+)
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 from electra import checkpoint as ckpt
 from electra.config import (
@@ -57,9 +64,12 @@ from electra.config import (
     to_dict,
 )
 from electra.continued import InitConfig, Start, load_start_weights, plan_start
+from electra.data import BlockLoader, batch_indices, open_blocks
 from electra.files import atomic_write_text
 from electra.flops import paper_train_flops_per_step
 from electra.health import HealthProbe, most_frequent_token, verdict
+from electra.hf import export_discriminator, export_generator
+from electra.modelcard import card_facts, write_model_card
 from electra.objectives import ObjectiveName
 from electra.optim import adamw, linear_warmup_decay, parameter_groups
 from electra.precision import autocast_for, resolve_precision
@@ -69,6 +79,7 @@ from electra.pretraining import (
     SampleRNG,
     picks_per_row,
 )
+from electra.special import SpecialIds
 
 # ---------------------------------------------------------------------------
 # Configuration
@@ -391,8 +402,6 @@ class Trainer:
     resume: bool = False
 
     def fit(self) -> dict[str, Any]:
-        from electra.data import BlockLoader, open_blocks  # heavy imports kept local
-
         cfg = self.cfg
         if cfg.run.deterministic:
             set_deterministic()
@@ -531,8 +540,6 @@ class Trainer:
                 part.electra.encoder.compile()
         if env.world == 1:
             return model
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
         ids = [env.device.index] if env.device.type == "cuda" else None
         return DDP(model, device_ids=ids)
 
@@ -545,6 +552,8 @@ class Trainer:
         bf16 the parameters are gathered and used in bf16 and gradients reduced
         in fp32 (``MixedPrecisionPolicy``): half the all-gather traffic, no
         precision lost in the sum over ranks."""
+        # Local: public in torch.distributed.fsdp only from torch 2.6 (we allow 2.4),
+        # and a second of import time that only FSDP runs should pay.
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
         kw = {}
@@ -648,8 +657,6 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
         """Validation metrics on fixed blocks with fixed masking (comparable across steps)."""
-        from electra.data import batch_indices
-
         if self.val is None or len(self.val) == 0:
             return {}
         self.model.eval()
@@ -696,12 +703,6 @@ class Trainer:
         )
 
     def _state_dicts(self) -> tuple[dict, dict]:
-        from torch.distributed.checkpoint.state_dict import (
-            StateDictOptions,
-            get_model_state_dict,
-            get_optimizer_state_dict,
-        )
-
         opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
         m = get_model_state_dict(self.model, options=opts)
         o = get_optimizer_state_dict(self.model, self.opt, options=opts)
@@ -868,8 +869,6 @@ def _find_resume(out: Path) -> ckpt.Checkpoint | None:
 
 
 def _load_optimizer(model: nn.Module, opt: torch.optim.Optimizer, state: dict) -> None:
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
-
     set_optimizer_state_dict(
         model,
         opt,
@@ -902,8 +901,6 @@ def load_run_model(
     checkpoint_dir: str | os.PathLike[str],
 ) -> tuple[ElectraForPretraining, dict[str, Any], Path]:
     """(model, resolved config, checkpoint path) from a run or checkpoint directory."""
-    from electra.pretraining import SpecialIds
-
     path = ckpt.resolve(checkpoint_dir)
     model_state, _, config = ckpt.load(path)
     source = str(path / "config.json")
@@ -933,9 +930,6 @@ def export_run(
     ``summary`` (the run's, default ``RUN/summary.json`` when it describes
     this checkpoint) adds time and validation scores to it.
     """
-    from electra.hf import export_discriminator, export_generator
-    from electra.modelcard import card_facts, write_model_card
-
     model, config, path = load_run_model(checkpoint_dir)
     blocks = Path(config["data"]["blocks"])
     tok_dir = blocks if (blocks / "vocab.txt").is_file() else None
