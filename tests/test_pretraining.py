@@ -1,4 +1,4 @@
-"""Invariants of the RTD and MLM objectives (spec: shared/reference/ELECTRA.md)."""
+"""Invariants of the RTD and MLM objectives (spec: the paper and the official code)."""
 
 from __future__ import annotations
 

@@ -39,6 +39,7 @@ from typing import Any
 from electra.config import ConfigError
 from electra.corpus import ReadOptions
 from electra.data import PrepareCommand, open_blocks, prepare
+from electra.files import atomic_write_json
 from electra.flops import paper_train_flops_per_step
 from electra.objectives import OBJECTIVES
 from electra.paths import default_data_dir
@@ -349,7 +350,7 @@ def compare(cmd: CompareCommand) -> dict[str, Any]:
         "floors": floors,
         "elapsed_s": time.time() - t0,
     }
-    (out / "compare.json").write_text(json.dumps(result, indent=2) + "\n")
+    atomic_write_json(out / "compare.json", result)
     (out / "compare.md").write_text(markdown_table(result))
     plot(result, out / "compare.png")
     _log(f"wrote {out / 'compare.md'} and {out / 'compare.png'}")

@@ -38,7 +38,8 @@ from electra.checkpoint import CheckpointError
 from electra.config import ConfigError, ElectraConfig, generator_config
 from electra.files import sha256_file
 from electra.hf import WEIGHT_FILES, load_into, read_config, read_weights
-from electra.pretraining import ElectraForPretraining, ObjectiveConfig, SpecialIds
+from electra.pretraining import ElectraForPretraining, ObjectiveConfig
+from electra.special import SpecialIds
 from electra.tokenizer import TokenizerError, load_tokenizer, tokenizer_sha256
 
 # Model fields a continued run may change: everything else is the checkpoint's shape.

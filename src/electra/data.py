@@ -22,9 +22,9 @@ accumulated until their length reaches the target length; then
 * the end of a document ends the block being built (blocks never mix
   documents).
 
-(Issue 3 summarises this as "10% of blocks shorter, 5% single-segment"; the
-official code does the reverse — 10% single segment, 5% random length — and
-we follow the code.)
+(The rates are easily swapped in summaries, "10% of blocks shorter, 5%
+single-segment"; the official code does the reverse — 10% single segment, 5%
+random length — and we follow the code.)
 
 Deviations, all documented in the manifest's ``builder`` entry:
 

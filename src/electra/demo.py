@@ -38,6 +38,7 @@ from typing import Any
 
 from electra.corpus import ReadOptions
 from electra.data import PrepareCommand, open_blocks, prepare
+from electra.files import atomic_write_json
 from electra.paths import default_data_dir
 from electra.report import build_report
 from electra.special import SpecialIds
@@ -256,7 +257,7 @@ def demo(cmd: DemoCommand) -> dict[str, Any]:
         "times": times,
         "total_s": time.time() - t_all,
     }
-    (out / "demo.json").write_text(json.dumps(result, indent=2) + "\n")
+    atomic_write_json(out / "demo.json", result)
     print_results(result)
     return result
 
@@ -311,7 +312,7 @@ def plan_finetuning(cmd: DemoCommand, discriminator: Path, plan_path: Path) -> D
         fits = int(budget / (cmd.epochs * per_example)) if budget > 0 else 0
         n = max(2000, min(wanted, fits))
         plan = {"key": key, "seconds_per_example": per_example, "train_examples": n}
-        plan_path.write_text(json.dumps(plan, indent=2) + "\n")
+        atomic_write_json(plan_path, plan)
     n = plan["train_examples"]
     print(
         f"fine-tuning plan: {n} training reviews x {cmd.epochs} epochs "

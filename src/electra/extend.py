@@ -17,7 +17,6 @@ ranked by the pieces they would save (count x (pieces - 1)).
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +28,7 @@ from torch import Tensor
 from electra.checkpoint import CheckpointError
 from electra.config import ConfigError
 from electra.corpus import Corpus, ReadOptions
-from electra.files import atomic_write_bytes
+from electra.files import atomic_write_bytes, atomic_write_json
 from electra.hf import (
     atomic_save_safetensors,
     read_config,
@@ -149,7 +148,7 @@ def extend_directory(
         out / "model.safetensors",
         metadata={"format": "pt"},
     )
-    atomic_write_bytes(out / "config.json", (json.dumps(raw, indent=2) + "\n").encode())
+    atomic_write_json(out / "config.json", raw)
     save_tokenizer_files(new_tok, out)
     return out
 

@@ -24,7 +24,8 @@ from torch import Tensor, nn
 
 from electra.checkpoint import CheckpointError
 from electra.config import ConfigError, ElectraConfig, from_dict
-from electra.files import atomic_path, atomic_write_bytes  # atomic_write_bytes: re-exported
+from electra.files import atomic_path, atomic_write_json
+from electra.files import atomic_write_bytes as atomic_write_bytes  # re-export: finetune uses it
 from electra.model import ElectraDiscriminator, ElectraGenerator, ElectraModel
 
 TOKENIZER_FILES = (
@@ -298,8 +299,7 @@ def save_hf_directory(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     atomic_save_safetensors(state, out / "model.safetensors", metadata={"format": "pt"})
-    body = json.dumps(hf_config_dict(config, architecture, **config_extra), indent=2)
-    atomic_write_bytes(out / "config.json", (body + "\n").encode())
+    atomic_write_json(out / "config.json", hf_config_dict(config, architecture, **config_extra))
     if tokenizer_dir is not None:
         copy_tokenizer_files(tokenizer_dir, out)
     return out

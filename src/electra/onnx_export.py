@@ -30,7 +30,6 @@ within 1e-4 on a padded batch of two lengths, or the export fails.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import shutil
@@ -43,7 +42,7 @@ import torch
 from torch import nn
 
 from electra.checkpoint import CheckpointError
-from electra.files import atomic_write_bytes
+from electra.files import atomic_write_json
 from electra.finetune.modeling import (
     TASK_FILE,
     copy_tokenizer,
@@ -256,8 +255,7 @@ def export_onnx(
         diffs[quantize] = max_difference(got, ref, batch["attention_mask"], meta)
     copy_side_files(src, out, meta["max_length"])
     manifest = _manifest(src, meta, opset, files, diffs, "fp32" if quantize == "none" else quantize)
-    body = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
-    atomic_write_bytes(out / MANIFEST, body.encode("utf-8"))
+    atomic_write_json(out / MANIFEST, manifest, ensure_ascii=False)
     return manifest
 
 

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from electra.files import atomic_write_text
+from electra.files import atomic_write_json, atomic_write_text
 from electra.finetune.common import DatasetError, Splits, TaggingExample, TextExample, where
 from electra.finetune.readers import (
     _lines,
@@ -268,7 +268,7 @@ def predict(args: PredictArgs) -> dict[str, Any]:
     result["seconds"] = time.perf_counter() - t0
     result["versions"] = versions()
     summary = out.with_suffix(".results.json")
-    atomic_write_text(summary, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_json(summary, result, ensure_ascii=False)
     print(f"{len(lines)} predictions -> {out}")
     for k, v in result.get("scores", {}).items():
         print(f"  {k:<14} {100 * v:8.2f}")

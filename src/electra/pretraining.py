@@ -1,6 +1,7 @@
 """The pre-training objectives, whole: replaced token detection (RTD) and MLM.
 
-RTD, as in the paper and the official code (see ``shared/reference/ELECTRA.md``):
+RTD, as in the paper (Clark et al., 2020) and the official code
+(``google-research/electra``):
 
 1. choose 15% of the non-special, non-pad positions (at most
    ``max_predictions_per_seq = int((p + 0.005) * L)`` per sequence);
@@ -47,7 +48,7 @@ from electra.model import (
     init_weights,
 )
 from electra.objectives import OBJECTIVES, Objective, ObjectiveName
-from electra.special import SpecialIds  # re-exported: its historical home
+from electra.special import SpecialIds  # also importable from here
 
 
 @dataclass

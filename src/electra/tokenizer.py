@@ -89,7 +89,7 @@ from tqdm import tqdm
 
 from electra.config import ConfigError
 from electra.corpus import Corpus, ReadOptions, setup_cli_logging
-from electra.files import atomic_write_bytes
+from electra.files import atomic_write_bytes, atomic_write_json
 from electra.special import SpecialIds
 
 log = logging.getLogger("electra")
@@ -251,12 +251,8 @@ def save_tokenizer_files(tok: Tokenizer, out_dir: str | os.PathLike[str]) -> Pat
     }
     atomic_write_bytes(out / "vocab.txt", ("\n".join(tokens) + "\n").encode("utf-8"))
     atomic_write_bytes(out / "tokenizer.json", canonical.to_str(pretty=True).encode("utf-8"))
-    atomic_write_bytes(
-        out / "tokenizer_config.json", (json.dumps(config, indent=2) + "\n").encode("utf-8")
-    )
-    atomic_write_bytes(
-        out / "special_tokens_map.json", (json.dumps(specials, indent=2) + "\n").encode("utf-8")
-    )
+    atomic_write_json(out / "tokenizer_config.json", config)
+    atomic_write_json(out / "special_tokens_map.json", specials)
     return out
 
 
@@ -723,10 +719,7 @@ def train_tokenizer(
         "limit_mb": limit_mb,
         **{k: v for k, v in dataclasses.asdict(opts).items()},
     }
-    atomic_write_bytes(
-        out / "vocab_training.json",
-        (json.dumps(info, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
-    )
+    atomic_write_json(out / "vocab_training.json", info, ensure_ascii=False)
     return report
 
 

@@ -65,7 +65,7 @@ from electra.config import (
 )
 from electra.continued import InitConfig, Start, load_start_weights, plan_start
 from electra.data import BlockLoader, batch_indices, open_blocks
-from electra.files import atomic_write_text
+from electra.files import atomic_write_json, atomic_write_text
 from electra.flops import paper_train_flops_per_step
 from electra.health import HealthProbe, most_frequent_token, verdict
 from electra.hf import export_discriminator, export_generator
@@ -460,7 +460,7 @@ class Trainer:
 
         if env.main:
             out.mkdir(parents=True, exist_ok=True)
-            (out / "config.json").write_text(json.dumps(resolved, indent=2) + "\n")
+            atomic_write_json(out / "config.json", resolved)
         log = MetricsLog(out, step, cfg.run.tensorboard) if env.main else None
         loader = BlockLoader(
             train,
@@ -838,7 +838,7 @@ class Trainer:
             exported = export_run(path, self.out / "hf", summary)
             summary["exported"] = {k: str(v) for k, v in exported.items()}
         if env.main:
-            (self.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+            atomic_write_json(self.out / "summary.json", summary)
             print(one_line_summary(summary), file=sys.stderr)
             if summary.get("verdict"):
                 print(f"health: {summary['verdict']}", file=sys.stderr)
