@@ -50,6 +50,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 from torch.nn.parallel import DistributedDataParallel as DDP
+from tqdm import tqdm
 
 from electra import checkpoint as ckpt
 from electra.config import (
@@ -778,8 +779,6 @@ class Trainer:
         scaler = self.scaler
         bar = None
         if env.main and cfg.run.progress:
-            from tqdm import tqdm
-
             bar = tqdm(
                 total=self.planned, initial=step, desc="pretrain", unit="step", dynamic_ncols=True
             )
