@@ -38,6 +38,23 @@ def test_paper_table_6(name, layers, hidden, ffn, heads, emb, gen, lr, batch, se
     assert PRESETS["large"].mask_prob == 0.25 and PRESETS["small"].mask_prob == 0.15
 
 
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_presets_are_read_from_the_packaged_configs(name: str) -> None:
+    from electra.train import load_config  # the file `--config NAME` trains
+
+    cfg, r = load_config(name), PRESETS[name]
+    assert cfg.model["preset"] == name
+    assert (cfg.objective.generator_size, cfg.objective.mask_prob) == (
+        r.generator_size,
+        r.mask_prob,
+    )
+    assert (cfg.optim.learning_rate, cfg.optim.batch_size, cfg.optim.max_steps) == (
+        r.learning_rate,
+        r.batch_size,
+        r.max_steps,
+    )
+
+
 def test_generator_is_a_pure_function_of_discriminator_and_size() -> None:
     d = preset("small")
     g = generator_config(d, 0.25)

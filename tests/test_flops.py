@@ -29,7 +29,7 @@ def test_bert_small_matches_the_paper() -> None:
 
 
 def test_executed_flops_match_the_measured_reference() -> None:
-    # shared/reference/CPU-PERFORMANCE.md: 288 G per 32 x 128 step, generator 1/4.
+    # The reference count: 288 G per 32 x 128 step, generator 1/4.
     got = executed_matmul_flops_per_step(preset("small"), 32, 128, n_masked=19 * 32)
     assert got == pytest.approx(288e9, rel=0.02)
 

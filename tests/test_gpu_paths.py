@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 from finetune_fixtures import ko_model  # noqa: F401
 
-from electra import train
+from electra import precision, train
 from electra.config import ConfigError
 
 
@@ -167,13 +167,13 @@ def test_demo_step_timing_uses_the_runs_precision(monkeypatch: pytest.MonkeyPatc
     from electra.demo import estimate_step_seconds
 
     seen: list[tuple[str, torch.device]] = []
-    real = train.autocast_for
+    real = precision.autocast_for
 
-    def autocast_for(precision: str, device: torch.device):
-        seen.append((precision, device))
-        return real(precision, device)
+    def autocast_for(name: str, device: torch.device):
+        seen.append((name, device))
+        return real(name, device)
 
-    monkeypatch.setattr(train, "autocast_for", autocast_for)
+    monkeypatch.setattr(precision, "autocast_for", autocast_for)  # demo's import reads it here
     cfg = train.load_config("tiny", ["run.device='cpu'", "run.precision='bf16'"])
     assert estimate_step_seconds(cfg, block_length=16, vocab_size=100, steps=1) > 0
     assert seen and set(seen) == {("bf16", torch.device("cpu"))}

@@ -1,4 +1,4 @@
-"""Invariants of the RTD and MLM objectives (spec: shared/reference/ELECTRA.md)."""
+"""Invariants of the RTD and MLM objectives (spec: the paper and the official code)."""
 
 from __future__ import annotations
 
@@ -301,3 +301,19 @@ def test_disc_prior_bias_is_off_by_default_and_starts_at_the_base_rate() -> None
         on.state_dict().items(), model(mask_prob=0.2).state_dict().items(), strict=True
     ):
         assert torch.equal(a, b) or name.endswith("dense_prediction.bias"), name
+
+
+def test_objective_names_come_from_the_registry() -> None:
+    from electra.config import from_dict
+    from electra.objectives import OBJECTIVES, objective_named
+
+    assert list(OBJECTIVES) == ["rtd", "mlm"]
+    assert objective_named("rtd").has_discriminator and not objective_named("mlm").has_discriminator
+    assert (objective_named("rtd").kept_encoder, objective_named("mlm").kept_encoder) == (
+        "discriminator",
+        "generator",
+    )
+    with pytest.raises(ConfigError, match=r"'bert' is not one of \['rtd', 'mlm'\]"):
+        from_dict(ObjectiveConfig, {"objective": "bert"}, "test")
+    with pytest.raises(ValueError, match="unknown objective 'bert'"):
+        objective_named("bert")

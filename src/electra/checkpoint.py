@@ -17,7 +17,6 @@ reported and skipped.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -31,6 +30,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from electra.files import fsync_dir, fsync_file, sha256_file
+
 
 class CheckpointError(ValueError):
     """A model directory or weights file is missing, corrupt or does not fit."""
@@ -39,30 +40,6 @@ class CheckpointError(ValueError):
 FORMAT_VERSION = 1
 _STEP_DIR = re.compile(r"^step-(\d{8,})$")
 FILES = ("model.safetensors", "train_state.pt", "config.json")
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _fsync_file(path: Path) -> None:
-    with open(path, "rb") as f:
-        os.fsync(f.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # some filesystems do not allow opening directories
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def alias_names(module: nn.Module) -> dict[str, str]:
@@ -159,19 +136,19 @@ def save(
         torch.save(train_state, tmp / "train_state.pt")
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         for name in FILES:
-            _fsync_file(tmp / name)
+            fsync_file(tmp / name)
         meta = {
             "format_version": FORMAT_VERSION,
             "step": step,
             "sha256": {name: sha256_file(tmp / name) for name in FILES},
         }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        _fsync_file(tmp / "meta.json")
-        _fsync_dir(tmp)
+        fsync_file(tmp / "meta.json")
+        fsync_dir(tmp)
         if final.exists():  # re-saving the same step (e.g. end of run after a periodic save)
             shutil.rmtree(final)
         os.replace(tmp, final)
-        _fsync_dir(root)
+        fsync_dir(root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

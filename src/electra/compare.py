@@ -20,6 +20,9 @@ The paper's central claim, checked on the user's own data and machine:
    with every number.
 
 Stages are reused when re-run with the same options.
+
+PyTorch, and the modules that import it, are imported inside the functions
+that use them, so ``electra compare --help`` answers without loading it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from electra.config import ConfigError, Override
+from electra.corpus import ReadOptions
+from electra.data import PrepareCommand, open_blocks, prepare
+from electra.files import atomic_write_json
+from electra.flops import paper_train_flops_per_step
+from electra.objectives import OBJECTIVES
+from electra.paths import default_data_dir
+from electra.tokenizer import train_tokenizer
 
 
 @dataclass
@@ -101,7 +111,8 @@ class CompareCommand:
     progress: bool = field(default=True, metadata={"doc": "Show progress bars."})
 
 
-ARMS = ("rtd", "mlm")
+ARMS = tuple(OBJECTIVES)
+_COLOURS = {"rtd": "tab:red", "mlm": "tab:blue"}  # plot colour of each arm
 
 
 def _log(msg: str) -> None:
@@ -124,10 +135,6 @@ def default_corpus(data_dir: Path) -> list[Path]:
 
 def build_blocks(cmd: CompareCommand, out: Path, data_dir: Path) -> Path:
     """Tokenizer + blocks of the default corpus (reused when already built)."""
-    from electra.corpus import ReadOptions
-    from electra.data import PrepareCommand, prepare
-    from electra.tokenizer import train_tokenizer
-
     files = default_corpus(data_dir)
     tok = out / "tokenizer"
     if not (tok / "vocab.txt").is_file():
@@ -220,7 +227,7 @@ def pretrain_arm(
         hf = run / "hf" / f"step-{mark:08d}"
         if not (hf / "generator" / "config.json").is_file():
             export_run(ckpt_dir, hf)
-        model = hf / ("discriminator" if arm == "rtd" else "generator")
+        model = hf / OBJECTIVES[arm].kept_encoder
         points.append(
             {
                 "arm": arm,
@@ -234,8 +241,6 @@ def pretrain_arm(
 
 
 def _flops_per_step(cfg, blocks: Path) -> float:
-    from electra.data import open_blocks
-    from electra.flops import paper_train_flops_per_step
     from electra.train import resolve_model
 
     b = open_blocks(blocks, "train")
@@ -250,7 +255,6 @@ def untrained_encoder(cmd: CompareCommand, blocks: Path, out: Path) -> Path:
     """The same discriminator shape, randomly initialised: the no-pre-training baseline."""
     import torch
 
-    from electra.data import open_blocks
     from electra.hf import export_discriminator
     from electra.model import ElectraDiscriminator
     from electra.train import load_config, resolve_model
@@ -335,8 +339,6 @@ def _task_floors(results: dict) -> dict[str, Any]:
 
 def compare(cmd: CompareCommand) -> dict[str, Any]:
     """Run the whole comparison; returns what ``compare.json`` holds."""
-    from electra.paths import default_data_dir
-
     t0 = time.time()
     out = Path(cmd.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -368,7 +370,7 @@ def compare(cmd: CompareCommand) -> dict[str, Any]:
         "floors": floors,
         "elapsed_s": time.time() - t0,
     }
-    (out / "compare.json").write_text(json.dumps(result, indent=2) + "\n")
+    atomic_write_json(out / "compare.json", result)
     (out / "compare.md").write_text(markdown_table(result))
     plot(result, out / "compare.png")
     _log(f"wrote {out / 'compare.md'} and {out / 'compare.png'}")
@@ -433,12 +435,12 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 3.8), dpi=100, squeeze=False)
     base = next(p for p in result["points"] if p["arm"] == "none")
     for ax, task in zip(axes[0], tasks, strict=True):
-        for arm, colour in (("rtd", "tab:red"), ("mlm", "tab:blue")):
+        for arm, colour in _COLOURS.items():
             pts = [base] + [p for p in result["points"] if p["arm"] == arm]
             x = [p["flops"] for p in pts]
             y = [100 * p["scores"][task]["median"] for p in pts]
             err = [100 * p["scores"][task].get("std", 0.0) for p in pts]
-            label = "ELECTRA (RTD)" if arm == "rtd" else "BERT (MLM)"
+            label = OBJECTIVES[arm].title
             ax.errorbar(x, y, yerr=err, marker="o", color=colour, label=label, capsize=3)
         floor = (result.get("floors") or {}).get(task) or {}
         for key, colour in (("tfidf", "tab:green"), ("constant", "grey")):

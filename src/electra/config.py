@@ -9,12 +9,16 @@ silently ignored for a run that lasts days.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
+import tomllib
 import types
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
+from importlib import resources
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -80,6 +84,46 @@ class ElectraConfig:
         return self.hidden_size // self.num_attention_heads
 
 
+# The model shapes of the paper's Table 6 (and ``tiny``, for tests and smoke
+# runs); a config names one as ``model.preset``. The rest of each column (the
+# recipe) lives in the packaged config of the same name, ``configs/NAME.toml``,
+# which is what trains: PRESETS below is read from those files.
+MODELS: dict[str, ElectraConfig] = {
+    "small": ElectraConfig(
+        embedding_size=128,
+        hidden_size=256,
+        num_hidden_layers=12,
+        num_attention_heads=4,
+        intermediate_size=1024,
+    ),
+    "base": ElectraConfig(
+        embedding_size=768,
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        intermediate_size=3072,
+    ),
+    "large": ElectraConfig(
+        embedding_size=1024,
+        hidden_size=1024,
+        num_hidden_layers=24,
+        num_attention_heads=16,
+        intermediate_size=4096,
+    ),
+    "tiny": ElectraConfig(
+        vocab_size=1000,
+        embedding_size=32,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        max_position_embeddings=128,
+    ),
+}
+# Table 6's sequence length (the blocks' length decides it in a run; FLOPs need it).
+SEQ_LENGTHS = {"small": 128, "base": 512, "large": 512, "tiny": 64}
+
+
 @dataclass(frozen=True)
 class PaperRecipe:
     """One column of the paper's Table 6: the model plus its pre-training recipe."""
@@ -93,78 +137,43 @@ class PaperRecipe:
     max_seq_length: int
 
 
-PRESETS: dict[str, PaperRecipe] = {
-    "small": PaperRecipe(
-        model=ElectraConfig(
-            embedding_size=128,
-            hidden_size=256,
-            num_hidden_layers=12,
-            num_attention_heads=4,
-            intermediate_size=1024,
-        ),
-        generator_size=0.25,
-        mask_prob=0.15,
-        learning_rate=5e-4,
-        batch_size=128,
-        max_steps=1_000_000,
-        max_seq_length=128,
-    ),
-    "base": PaperRecipe(
-        model=ElectraConfig(
-            embedding_size=768,
-            hidden_size=768,
-            num_hidden_layers=12,
-            num_attention_heads=12,
-            intermediate_size=3072,
-        ),
-        generator_size=1 / 3,
-        mask_prob=0.15,
-        learning_rate=2e-4,
-        batch_size=256,
-        max_steps=766_000,
-        max_seq_length=512,
-    ),
-    "large": PaperRecipe(
-        model=ElectraConfig(
-            embedding_size=1024,
-            hidden_size=1024,
-            num_hidden_layers=24,
-            num_attention_heads=16,
-            intermediate_size=4096,
-        ),
-        generator_size=0.25,
-        mask_prob=0.25,
-        learning_rate=2e-4,
-        batch_size=2048,
-        max_steps=400_000,
-        max_seq_length=512,
-    ),
-    # Not in the paper: a model small enough for unit tests and smoke runs.
-    "tiny": PaperRecipe(
-        model=ElectraConfig(
-            vocab_size=1000,
-            embedding_size=32,
-            hidden_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            intermediate_size=128,
-            max_position_embeddings=128,
-        ),
-        generator_size=0.5,
-        mask_prob=0.15,
-        learning_rate=1e-3,
-        batch_size=8,
-        max_steps=200,
-        max_seq_length=64,
-    ),
-}
+def builtin_configs() -> list[str]:
+    """Names of the packaged configs (``electra pretrain --config NAME``)."""
+    folder = resources.files("electra") / "configs"
+    return sorted(p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def builtin_config_path(name: str) -> Path:
+    """The file of packaged config ``name`` (it may not exist)."""
+    return Path(str(resources.files("electra") / "configs" / f"{name}.toml"))
+
+
+def _recipe(name: str) -> PaperRecipe:
+    """The Table 6 column ``name``: its model shape and what ``configs/NAME.toml`` trains."""
+    path = builtin_config_path(name)
+    raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    objective, optim = raw["objective"], raw["optim"]
+    if raw.get("model", {}).get("preset") != name:
+        raise ConfigError(f"{path}: model.preset must be {name!r}")
+    return PaperRecipe(
+        model=MODELS[name],
+        generator_size=objective["generator_size"],
+        mask_prob=objective["mask_prob"],
+        learning_rate=optim["learning_rate"],
+        batch_size=optim["batch_size"],
+        max_steps=optim["max_steps"],
+        max_seq_length=SEQ_LENGTHS[name],
+    )
+
+
+PRESETS: dict[str, PaperRecipe] = {name: _recipe(name) for name in MODELS}
 
 
 def preset(name: str, **overrides: Any) -> ElectraConfig:
     """The discriminator config of a named preset, with field overrides applied."""
-    if name not in PRESETS:
-        raise ConfigError(f"unknown model preset {name!r}; choose one of {sorted(PRESETS)}")
-    base = dataclasses.asdict(PRESETS[name].model)
+    if name not in MODELS:
+        raise ConfigError(f"unknown model preset {name!r}; choose one of {sorted(MODELS)}")
+    base = dataclasses.asdict(MODELS[name])
     return from_dict(ElectraConfig, {**base, **overrides}, source=f"preset {name!r}")
 
 
@@ -293,8 +302,6 @@ def to_dict(obj: Any) -> dict[str, Any]:
 
 def _toml_value(raw: str) -> Any:
     """``raw`` read as a TOML value (``3e-4``, ``10``, ``true``, ``"x"``), else the bare text."""
-    import tomllib
-
     try:
         return tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
@@ -331,8 +338,6 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[Override]) -> dict
     Each is ``--set`` text ``a.b=value`` or a typed pair ``("a.b", value)`` (the dotted
     flags such as ``--optim.learning_rate``).
     """
-    import copy
-
     out = copy.deepcopy(data)
     for item in overrides:
         if isinstance(item, str):

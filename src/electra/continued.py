@@ -36,8 +36,11 @@ import torch
 
 from electra.checkpoint import CheckpointError
 from electra.config import ConfigError, ElectraConfig, generator_config
+from electra.files import sha256_file
 from electra.hf import WEIGHT_FILES, load_into, read_config, read_weights
-from electra.pretraining import ElectraForPretraining, ObjectiveConfig, SpecialIds
+from electra.pretraining import ElectraForPretraining, ObjectiveConfig
+from electra.special import SpecialIds
+from electra.tokenizer import TokenizerError, load_tokenizer, tokenizer_sha256
 
 # Model fields a continued run may change: everything else is the checkpoint's shape.
 OVERRIDABLE = ("hidden_dropout_prob", "attention_probs_dropout_prob")
@@ -78,8 +81,6 @@ def weights_sha256(model_dir: str | Path) -> tuple[str, str]:
 
     A sharded checkpoint is hashed as the SHA-256 of its shards' hashes in order.
     """
-    from electra.checkpoint import sha256_file
-
     d = Path(model_dir)
     for name in WEIGHT_FILES:
         path = d / name
@@ -156,8 +157,6 @@ def check_tokenizer(model_dir: str, blocks: Any, vocab_size: int) -> str:
 
     ``blocks`` is an open :class:`electra.data.Blocks`. Returns the hash.
     """
-    from electra.tokenizer import TokenizerError, load_tokenizer, tokenizer_sha256
-
     try:
         tok = load_tokenizer(model_dir)
         ours = tokenizer_sha256(tok)
@@ -195,7 +194,7 @@ def plan_start(
         if init.generator:
             raise ConfigError("init.generator needs init.discriminator (the discriminator)")
         return None
-    if objective.objective != "rtd":
+    if not objective.kind.has_discriminator:
         raise ConfigError(
             f"objective.objective = {objective.objective!r}: init.discriminator continues "
             "ELECTRA (rtd) pre-training"

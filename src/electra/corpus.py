@@ -61,7 +61,6 @@ import bz2
 import codecs
 import glob
 import gzip
-import hashlib
 import json
 import logging
 import lzma
@@ -74,6 +73,7 @@ from typing import Any, BinaryIO
 
 from electra import formats
 from electra.config import ConfigError
+from electra.files import sha256_file
 from electra.formats import CORPUS_FORMATS, ON_ERROR, CorpusFormat, OnError
 from electra.log import LOGGER_NAME, setup_cli_logging
 
@@ -278,15 +278,6 @@ def expand_inputs(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[st
         else:
             raise FileNotFoundError(f"{text}: no such file or directory")
     return out
-
-
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    """Hex sha256 of a file's bytes, read in blocks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(READ_BLOCK):
-            h.update(block)
-    return h.hexdigest()
 
 
 # ---------------------------------------------------------------------------

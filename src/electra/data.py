@@ -22,9 +22,9 @@ accumulated until their length reaches the target length; then
 * the end of a document ends the block being built (blocks never mix
   documents).
 
-(Issue 3 summarises this as "10% of blocks shorter, 5% single-segment"; the
-official code does the reverse — 10% single segment, 5% random length — and
-we follow the code.)
+(The rates are easily swapped in summaries, "10% of blocks shorter, 5%
+single-segment"; the official code does the reverse — 10% single segment, 5%
+random length — and we follow the code.)
 
 Deviations, all documented in the manifest's ``builder`` entry:
 
@@ -90,6 +90,7 @@ import multiprocessing
 import os
 import random
 import re
+import signal
 import sys
 import threading
 import time
@@ -100,13 +101,18 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
+from tokenizers import AddedToken, Tokenizer
+from tqdm import tqdm
 
+from electra import __version__
 from electra.config import ConfigError
-from electra.corpus import Corpus, CorpusError, CorpusOptions, ReadOptions, sha256_file
+from electra.corpus import Corpus, CorpusError, CorpusOptions, ReadOptions
+from electra.files import atomic_write_text, fsync_dir, sha256_file
 from electra.log import setup_cli_logging
+from electra.special import SpecialIds
 from electra.tokenizer import (
     TOKENIZER_FILES,
     encoding_tokenizer,
@@ -116,9 +122,6 @@ from electra.tokenizer import (
     tokenizer_settings,
     tokenizer_sha256,
 )
-
-if TYPE_CHECKING:
-    from electra.pretraining import SpecialIds
 
 log = logging.getLogger("electra")
 
@@ -385,8 +388,6 @@ class _Builder:
     """Tokenize a chunk of documents and build their blocks."""
 
     def __init__(self, tokenizer_json: str, params: BuildParams) -> None:
-        from tokenizers import AddedToken, Tokenizer
-
         self.tok = Tokenizer.from_str(tokenizer_json)
         self.tok.add_special_tokens([AddedToken(SENTENCE_MARK, normalized=False, special=True)])
         self.mark = self.tok.token_to_id(SENTENCE_MARK)
@@ -430,8 +431,6 @@ _WORKER: _Builder | None = None
 
 
 def _init_worker(tokenizer_json: str, params: BuildParams) -> None:
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one process per core already
     global _WORKER
@@ -468,19 +467,6 @@ def _doc_keys(file_key: int, index: int, part: int) -> tuple[int, float]:
 # ---------------------------------------------------------------------------
 # Shards and manifest
 # ---------------------------------------------------------------------------
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 NPY_HEADER_BYTES = 128
@@ -651,7 +637,7 @@ def prepare(cmd: PrepareCommand) -> Path:
     opts = cmd.read_options()
     corpus = Corpus(cmd.inputs, opts)
     tok = load_tokenizer(cmd.tokenizer)
-    special = special_id_map(tok)  # (SpecialIds would import torch into this process)
+    special = special_id_map(tok)
     vocab_size = tok.get_vocab_size(with_added_tokens=True)
     settings = tokenizer_settings(tok)
     dtype = "uint16" if vocab_size <= 1 << 16 else "uint32"
@@ -736,8 +722,6 @@ def prepare(cmd: PrepareCommand) -> Path:
             for k, v in stats.items():
                 totals[s][k] += v
         if cmd.progress and bar is None:
-            from tqdm import tqdm
-
             bar = tqdm(
                 total=corpus.total_bytes,
                 unit="B",
@@ -813,14 +797,9 @@ def prepare(cmd: PrepareCommand) -> Path:
 
 
 def _write_manifest(out: Path, body: str) -> None:
-    _fsync_dir(out)  # the shards' renames first
-    tmp = out / f".{MANIFEST}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(body)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, out / MANIFEST)
-    _fsync_dir(out)
+    fsync_dir(out)  # the shards' renames first
+    atomic_write_text(out / MANIFEST, body)
+    fsync_dir(out)
 
 
 def _run_pool(
@@ -859,8 +838,6 @@ def _run_pool(
 
 
 def _version() -> str:
-    from electra import __version__
-
     return f"electra {__version__}"
 
 
@@ -964,17 +941,8 @@ class Blocks:
 
     @property
     def special(self) -> SpecialIds:
-        """The special token ids (``electra.pretraining.SpecialIds``)."""
-        from electra.pretraining import SpecialIds  # imports torch: only when asked
-
-        ids = self.special_id_map
-        return SpecialIds(
-            pad=ids["pad"],
-            cls=ids["cls"],
-            sep=ids["sep"],
-            mask=ids["mask"],
-            vocab_size=self.vocab_size,
-        )
+        """The special token ids the objective needs."""
+        return SpecialIds.from_map(self.special_id_map, self.vocab_size)
 
     def __repr__(self) -> str:
         return (
@@ -1137,7 +1105,7 @@ class BlockLoader:
         }
 
     def _load(self, position: int) -> dict[str, Any]:
-        import torch
+        import torch  # only the training loop asks: `electra prepare` stays torch-free
 
         idx = batch_indices(
             len(self.blocks), self.seed, position, self.per_rank_batch, self.rank, self.world_size

@@ -21,15 +21,28 @@ natively (AVX512-BF16/AMX: about 1.6x faster) and fp32 elsewhere
 
 Every stage shows progress and is reused when the demo is run again with the
 same options (delete the output directory to start over).
+
+PyTorch, and the modules that import it, are imported inside the functions
+that use them, so ``electra demo --help`` answers without loading it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from electra.corpus import ReadOptions
+from electra.data import PrepareCommand, open_blocks, prepare
+from electra.files import atomic_write_json
+from electra.paths import default_data_dir
+from electra.report import build_report
+from electra.special import SpecialIds
+from electra.tokenizer import train_tokenizer
 
 
 @dataclass
@@ -91,13 +104,12 @@ def estimate_step_seconds(cfg, block_length: int, vocab_size: int, steps: int = 
     synchronised around each step; a CPU timing would plan far too few steps
     for a GPU run.
     """
-    import statistics
-
     import torch
 
     from electra.optim import adamw
-    from electra.pretraining import ElectraForPretraining, SpecialIds
-    from electra.train import autocast_for, resolve_device, resolve_model
+    from electra.precision import autocast_for
+    from electra.pretraining import ElectraForPretraining
+    from electra.train import resolve_device, resolve_model
 
     device = resolve_device(cfg.run.device)
     model_cfg = resolve_model(cfg, vocab_size, "demo")
@@ -133,10 +145,6 @@ def _sync(device) -> None:
 
 def demo(cmd: DemoCommand) -> dict[str, Any]:
     """Run (or reuse) every stage; returns the results shown in the table."""
-    from electra.corpus import ReadOptions
-    from electra.data import PrepareCommand, open_blocks, prepare
-    from electra.paths import default_data_dir
-    from electra.tokenizer import train_tokenizer
     from electra.train import Trainer, load_config
 
     t_all = time.time()
@@ -228,8 +236,6 @@ def demo(cmd: DemoCommand) -> dict[str, Any]:
     times["finetune_random_s"] = time.time() - t
 
     t = _stage(6, "report")
-    from electra.report import build_report
-
     html = build_report(run_dir)
     times["report_s"] = time.time() - t
     result = {
@@ -251,7 +257,7 @@ def demo(cmd: DemoCommand) -> dict[str, Any]:
         "times": times,
         "total_s": time.time() - t_all,
     }
-    (out / "demo.json").write_text(json.dumps(result, indent=2) + "\n")
+    atomic_write_json(out / "demo.json", result)
     print_results(result)
     return result
 
@@ -259,12 +265,11 @@ def demo(cmd: DemoCommand) -> dict[str, Any]:
 def estimate_finetune_seconds(model_dir: Path, length: int = 64, batch: int = 32) -> float:
     """Seconds per training example of a fine-tuning step of ``model_dir``'s encoder
     (batch x length random ids, the precision fine-tuning will use; nothing written)."""
-    import statistics
-
     import torch
 
     from electra.finetune.run import default_bf16
     from electra.hf import load_encoder
+    from electra.precision import autocast_for
 
     encoder, _ = load_encoder(model_dir)
     head = torch.nn.Linear(encoder.config.hidden_size, 2)
@@ -276,7 +281,7 @@ def estimate_finetune_seconds(model_dir: Path, length: int = 64, batch: int = 32
     times = []
     for i in range(3):
         t = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with autocast_for("bf16" if bf16 else "fp32", torch.device("cpu")):
             logits = head(encoder(ids)[:, 0]).float()
         torch.nn.functional.cross_entropy(logits, labels).backward()
         opt.step()
@@ -294,8 +299,6 @@ def plan_finetuning(cmd: DemoCommand, discriminator: Path, plan_path: Path) -> D
     fine-tunings (pre-trained and random start) use the same plan, so they stay
     comparable; the plan is saved so a re-run reuses the same split sizes.
     """
-    import dataclasses
-
     if cmd.smoke or cmd.finetune_minutes <= 0:
         return cmd
     key = [cmd.finetune_minutes, cmd.epochs, cmd.nsmc_train_examples, cmd.nsmc_eval_examples]
@@ -309,7 +312,7 @@ def plan_finetuning(cmd: DemoCommand, discriminator: Path, plan_path: Path) -> D
         fits = int(budget / (cmd.epochs * per_example)) if budget > 0 else 0
         n = max(2000, min(wanted, fits))
         plan = {"key": key, "seconds_per_example": per_example, "train_examples": n}
-        plan_path.write_text(json.dumps(plan, indent=2) + "\n")
+        atomic_write_json(plan_path, plan)
     n = plan["train_examples"]
     print(
         f"fine-tuning plan: {n} training reviews x {cmd.epochs} epochs "

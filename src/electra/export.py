@@ -12,6 +12,9 @@ What is exported depends on what ``SOURCE`` is:
 * a model directory without ``--onnx``: a Hugging Face copy whose
   ``tokenizer_config.json`` records the fine-tuning max length (for models
   saved before that was recorded).
+
+PyTorch, and the modules that import it, are imported inside the functions
+that use them, so ``electra export --help`` answers without loading it.
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ ranked by the pieces they would save (count x (pieces - 1)).
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,11 +27,19 @@ from torch import Tensor
 
 from electra.checkpoint import CheckpointError
 from electra.config import ConfigError
+from electra.corpus import Corpus, ReadOptions
+from electra.files import atomic_write_bytes, atomic_write_json
 from electra.hf import (
     atomic_save_safetensors,
-    atomic_write_bytes,
     read_config,
     read_state_dict,
+)
+from electra.tokenizer import (
+    build_tokenizer,
+    load_tokenizer,
+    save_tokenizer_files,
+    tokenizer_settings,
+    vocab_list,
 )
 
 WORD_TABLE = "electra.embeddings.word_embeddings.weight"
@@ -67,8 +74,6 @@ def pieces_of(tok: Tokenizer, word: str) -> list[int]:
 
 def words_to_add(tok: Tokenizer, corpus: list[str], n: int, min_count: int) -> list[str]:
     """The ``n`` words of ``corpus`` whose own token would save the most pieces."""
-    from electra.corpus import Corpus, ReadOptions
-
     normalizer, pre = tok.normalizer, tok.pre_tokenizer
     counts: Counter[str] = Counter()
     for _, doc in Corpus(corpus, ReadOptions()).documents():
@@ -93,8 +98,6 @@ def read_token_file(path: str) -> list[str]:
 
 def extended_tokenizer(tok: Tokenizer, new: list[str]) -> tuple[Tokenizer, list[list[int]]]:
     """The tokenizer with ``new`` appended (old ids kept), and each new token's old pieces."""
-    from electra.tokenizer import build_tokenizer, tokenizer_settings, vocab_list
-
     old = vocab_list(tok)
     known = set(old)
     dup = [t for t in new if t in known]
@@ -123,8 +126,6 @@ def extend_directory(
     src: Path, out: Path, tok: Tokenizer, pieces: list[list[int]], new_tok: Tokenizer
 ) -> Path:
     """Write ``src`` with its vocabulary extended into ``out`` (weights, config, tokenizer)."""
-    from electra.tokenizer import save_tokenizer_files
-
     config, raw = read_config(src)
     state = read_state_dict(src)
     key = next((k for k in (WORD_TABLE, WORD_TABLE[len("electra.") :]) if k in state), None)
@@ -147,15 +148,13 @@ def extend_directory(
         out / "model.safetensors",
         metadata={"format": "pt"},
     )
-    atomic_write_bytes(out / "config.json", (json.dumps(raw, indent=2) + "\n").encode())
+    atomic_write_json(out / "config.json", raw)
     save_tokenizer_files(new_tok, out)
     return out
 
 
 def extend_vocab(cmd: ExtendVocabCommand) -> dict[str, Path]:
     """Extend the directories of ``cmd``; returns the written ones by kind."""
-    from electra.tokenizer import load_tokenizer
-
     if bool(cmd.tokens) == bool(cmd.corpus):
         raise ConfigError("give either --tokens FILE or --corpus FILES (one of them)")
     tok = load_tokenizer(cmd.discriminator)

@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from electra.config import ElectraConfig, generator_config, preset
+from electra.config import PRESETS, ElectraConfig, generator_config, preset
+from electra.objectives import ObjectiveName, objective_named
 
 # Per-element costs of the official script.
 DROPOUT_FLOPS = 4  # random number, >=, mask multiply, rescale
@@ -101,6 +102,21 @@ def output_frac_for(mask_prob: float) -> float:
     return OFFICIAL_OUTPUT_FRAC * mask_prob / 0.15
 
 
+def trained_encoders(
+    disc: ElectraConfig,
+    objective: str,
+    generator_size: float,
+    generator: ElectraConfig | None = None,
+) -> list[tuple[ElectraConfig, str]]:
+    """(shape, head) of every encoder an objective trains, the full-size one first:
+    the discriminator and a generator for RTD, one MLM encoder for MLM."""
+    kind = objective_named(objective)
+    encoders = [(disc, kind.main_head)]
+    if kind.has_discriminator:
+        encoders.append((generator or generator_config(disc, generator_size), "mlm"))
+    return encoders
+
+
 def paper_train_flops_per_step(
     disc: ElectraConfig,
     batch_size: int,
@@ -116,12 +132,10 @@ def paper_train_flops_per_step(
     times the discriminator's (a released generator).
     """
     frac = output_frac_for(mask_prob)
-    if objective == "mlm":
-        per_token = paper_forward_flops_per_token(disc, seq_len, "mlm", frac)
-    else:
-        gen = generator or generator_config(disc, generator_size)
-        per_token = paper_forward_flops_per_token(disc, seq_len, "disc", frac)
-        per_token += paper_forward_flops_per_token(gen, seq_len, "mlm", frac)
+    per_token = sum(
+        paper_forward_flops_per_token(c, seq_len, head, frac)
+        for c, head in trained_encoders(disc, objective, generator_size, generator)
+    )
     return 2.0 * per_token * batch_size * seq_len
 
 
@@ -148,17 +162,17 @@ def executed_matmul_flops_per_step(
         proj = 2 * e * h if e != h else 0
         return tokens * (c.num_hidden_layers * per_layer + proj)
 
-    def mlm_head(c: ElectraConfig) -> float:
-        return n_masked * (
+    def head_flops(c: ElectraConfig, head: str) -> float:
+        if head == "disc":  # every token
+            return tokens * 2 * c.hidden_size * (c.hidden_size + 1)
+        return n_masked * (  # the masked positions only
             2 * c.hidden_size * c.embedding_size + 2 * c.embedding_size * c.vocab_size
         )
 
-    if objective == "mlm":
-        fwd = body(disc) + mlm_head(disc)
-    else:
-        gen = generator_config(disc, generator_size)
-        fwd = body(disc) + tokens * 2 * disc.hidden_size * (disc.hidden_size + 1)
-        fwd += body(gen) + mlm_head(gen)
+    fwd = sum(
+        body(c) + head_flops(c, head)
+        for c, head in trained_encoders(disc, objective, generator_size)
+    )
     return 3.0 * fwd
 
 
@@ -168,12 +182,12 @@ def count_parameters(c: ElectraConfig, head: str = "none") -> int:
     emb = (v + c.max_position_embeddings + c.type_vocab_size) * e + 2 * e
     proj = (e * h + h) if e != h else 0
     layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
-    n = emb + proj + c.num_hidden_layers * layer
-    if head == "disc":
-        n += h * h + h + h + 1
-    elif head == "mlm":
-        n += h * e + e + 2 * e + v  # dense, LayerNorm, output bias (weight tied)
-    return n
+    heads = {
+        "none": 0,
+        "disc": h * h + h + h + 1,
+        "mlm": h * e + e + 2 * e + v,  # dense, LayerNorm, output bias (weight tied)
+    }
+    return emb + proj + c.num_hidden_layers * layer + heads[head]
 
 
 @dataclass
@@ -184,13 +198,11 @@ class FlopsCommand:
     batch_size: int | None = field(default=None, metadata={"doc": "Batch (default: paper's)."})
     seq_len: int | None = field(default=None, metadata={"doc": "Sequence length."})
     steps: int | None = field(default=None, metadata={"doc": "Training steps."})
-    objective: str = field(default="rtd", metadata={"doc": "rtd or mlm."})
+    objective: ObjectiveName = field(default="rtd", metadata={"doc": "rtd or mlm."})
 
 
 def flops_cli(cmd: FlopsCommand) -> int:
     """Parameter counts and the paper-methodology training FLOPs of a preset."""
-    from electra.config import PRESETS
-
     disc = preset(cmd.preset)  # raises a clear error for an unknown name
     recipe = PRESETS[cmd.preset]
     batch = cmd.batch_size or recipe.batch_size

@@ -43,7 +43,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from electra.pretraining import PretrainOutput, SpecialIds
+from electra.pretraining import PretrainOutput
+from electra.special import SpecialIds
 
 SWAP_FRACTION = 0.15  # share of ordinary tokens moved by the context probe
 CONTEXT_BASE_AUC = 0.55  # swap AUC below this: context not learned (base rate)

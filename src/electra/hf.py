@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,8 @@ from torch import Tensor, nn
 
 from electra.checkpoint import CheckpointError
 from electra.config import ConfigError, ElectraConfig, from_dict
+from electra.files import atomic_path, atomic_write_json
+from electra.files import atomic_write_bytes as atomic_write_bytes  # re-export: finetune uses it
 from electra.model import ElectraDiscriminator, ElectraGenerator, ElectraModel
 
 TOKENIZER_FILES = (
@@ -121,7 +122,7 @@ def read_state_dict(model_dir: str | os.PathLike[str]) -> dict[str, Tensor]:
     raise CheckpointError(f"{d}: no weights file (looked for {', '.join(WEIGHT_FILES)})")
 
 
-def _normalise_keys(state: dict[str, Tensor]) -> dict[str, Tensor]:
+def normalise_keys(state: dict[str, Tensor]) -> dict[str, Tensor]:
     """Add the ``electra.`` prefix to bare ``ElectraModel`` checkpoints."""
     if any(k.startswith("electra.") for k in state):
         return state
@@ -176,7 +177,9 @@ def load_into(
     return skipped
 
 
-def _weights_source(model_dir: Path) -> str:
+def weights_source(model_dir: str | os.PathLike[str]) -> str:
+    """The weights file of a model directory, for messages (the directory if none)."""
+    model_dir = Path(model_dir)
     for name in WEIGHT_FILES:
         if (model_dir / name).is_file():
             return str(model_dir / name)
@@ -186,27 +189,31 @@ def _weights_source(model_dir: Path) -> str:
 def read_weights(model_dir: str | os.PathLike[str]) -> tuple[dict[str, Tensor], str]:
     """The tensors of a model directory (keys under ``electra.``) and the file they came from."""
     d = Path(model_dir)
-    return _normalise_keys(read_state_dict(d)), _weights_source(d)
+    return normalise_keys(read_state_dict(d)), weights_source(d)
+
+
+# Old private names, kept for callers not yet switched to the public ones.
+_normalise_keys = normalise_keys
+_weights_source = weights_source
+
+
+def _load(cls: Any, model_dir: str | os.PathLike[str], prefix: str = "") -> tuple[Any, ...]:
+    """(model of class ``cls`` with the directory's weights, raw config, state, source)."""
+    config, raw = read_config(model_dir)
+    state, src = read_weights(model_dir)
+    model = cls(config)
+    load_into(model, state, src, prefix=prefix)
+    return model, raw, state, src
 
 
 def load_discriminator(model_dir: str | os.PathLike[str]) -> ElectraDiscriminator:
     """An ``ElectraForPreTraining`` directory as our discriminator."""
-    d = Path(model_dir)
-    config, _ = read_config(d)
-    state = _normalise_keys(read_state_dict(d))
-    model = ElectraDiscriminator(config)
-    load_into(model, state, _weights_source(d))
-    return model
+    return _load(ElectraDiscriminator, model_dir)[0]
 
 
 def load_generator(model_dir: str | os.PathLike[str]) -> ElectraGenerator:
     """An ``ElectraForMaskedLM`` directory as our generator (output tied to embeddings)."""
-    d = Path(model_dir)
-    config, _ = read_config(d)
-    state = _normalise_keys(read_state_dict(d))
-    model = ElectraGenerator(config)
-    load_into(model, state, _weights_source(d))
-    src = _weights_source(d)
+    model, _, state, src = _load(ElectraGenerator, model_dir)
     tied = state.get("generator_lm_head.weight")
     emb = model.electra.embeddings.word_embeddings.weight
     if tied is not None and (tied.shape != emb.shape or not torch.equal(tied.to(emb.dtype), emb)):
@@ -223,11 +230,7 @@ def load_encoder(model_dir: str | os.PathLike[str]) -> tuple[ElectraModel, dict[
     This is what fine-tuning starts from: a KoELECTRA discriminator, one of
     our exports, or an already fine-tuned model.
     """
-    d = Path(model_dir)
-    config, raw = read_config(d)
-    state = _normalise_keys(read_state_dict(d))
-    model = ElectraModel(config)
-    load_into(model, state, _weights_source(d), prefix="electra.")
+    model, raw, _, _ = _load(ElectraModel, model_dir, prefix="electra.")
     return model, raw
 
 
@@ -265,38 +268,12 @@ def unique_state_dict(module: nn.Module, prefix: str = "") -> dict[str, Tensor]:
     return out
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write via a temporary file in the same directory, fsync, rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def atomic_save_safetensors(
     tensors: dict[str, Tensor], path: Path, metadata: dict[str, str] | None = None
 ) -> None:
     """``safetensors`` file written atomically (temporary name, fsync, rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         save_file(tensors, tmp, metadata=metadata)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def copy_tokenizer_files(src_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> None:
@@ -322,8 +299,7 @@ def save_hf_directory(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     atomic_save_safetensors(state, out / "model.safetensors", metadata={"format": "pt"})
-    body = json.dumps(hf_config_dict(config, architecture, **config_extra), indent=2)
-    atomic_write_bytes(out / "config.json", (body + "\n").encode())
+    atomic_write_json(out / "config.json", hf_config_dict(config, architecture, **config_extra))
     if tokenizer_dir is not None:
         copy_tokenizer_files(tokenizer_dir, out)
     return out

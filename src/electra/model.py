@@ -114,12 +114,14 @@ class SelfAttention(nn.Module):
         self.value = nn.Linear(H, H)
 
 
-class SelfOutput(nn.Module):
-    """Attention output projection, dropout, residual, post-LN."""
+class ResidualOutput(nn.Module):
+    """Projection back to the hidden width, dropout, residual, post-LN: the end of the
+    attention block (from ``hidden_size``) and of the feed-forward block (from
+    ``intermediate_size``), under Hugging Face's names (``dense``, ``LayerNorm``)."""
 
-    def __init__(self, config: ElectraConfig) -> None:
+    def __init__(self, config: ElectraConfig, in_features: int) -> None:
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dense = nn.Linear(in_features, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = Dropout(config.hidden_dropout_prob)
 
@@ -131,7 +133,7 @@ class Attention(nn.Module):
     def __init__(self, config: ElectraConfig) -> None:
         super().__init__()
         self.self = SelfAttention(config)
-        self.output = SelfOutput(config)
+        self.output = ResidualOutput(config, config.hidden_size)
         self.num_heads = config.num_attention_heads
         self.dropout_p = config.attention_probs_dropout_prob
 
@@ -191,19 +193,6 @@ class Intermediate(nn.Module):
         return self.act(self.dense(x))
 
 
-class Output(nn.Module):
-    """Feed-forward down projection, dropout, residual, post-LN."""
-
-    def __init__(self, config: ElectraConfig) -> None:
-        super().__init__()
-        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = Dropout(config.hidden_dropout_prob)
-
-    def forward(self, x: Tensor, residual: Tensor) -> Tensor:
-        return self.LayerNorm(self.dropout(self.dense(x)) + residual)
-
-
 class Layer(nn.Module):
     """One post-LN transformer layer: attention then GELU feed-forward."""
 
@@ -211,7 +200,7 @@ class Layer(nn.Module):
         super().__init__()
         self.attention = Attention(config)
         self.intermediate = Intermediate(config)
-        self.output = Output(config)
+        self.output = ResidualOutput(config, config.intermediate_size)
 
     def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
         x = self.attention(x, mask)

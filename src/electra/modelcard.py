@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from electra.config import ElectraConfig, from_dict
+from electra.files import atomic_write_bytes
+from electra.flops import paper_train_flops_per_step
+from electra.objectives import objective_named
 
 _KINDS = {
     "discriminator": (
@@ -40,8 +43,6 @@ _SCORES = (
 
 def card_facts(config: dict[str, Any], step: int, summary: dict[str, Any] | None) -> dict[str, Any]:
     """What a card says, from a checkpoint's resolved config, its step and the run summary."""
-    from electra.flops import paper_train_flops_per_step
-
     model = from_dict(
         ElectraConfig, {k: v for k, v in config["model"].items() if k != "preset"}, "config"
     )
@@ -160,7 +161,7 @@ def _score_lines(summary: dict[str, Any]) -> list[str]:
 def model_card(kind: str, facts: dict[str, Any]) -> str:
     """The README.md text for an exported ``discriminator`` or ``generator`` directory."""
     arch, what = _KINDS[kind]
-    if facts["objective"] == "mlm":
+    if not objective_named(facts["objective"]).has_discriminator:
         what = "a masked-language model trained as BERT is (the MLM baseline of this toolkit)"
     shape = facts["model"] if kind == "discriminator" else facts["generator"] or facts["model"]
     s = facts["summary"]
@@ -262,8 +263,6 @@ def write_model_card(directory: str | Path, kind: str, facts: dict[str, Any]) ->
 
 def write_card_text(directory: str | Path, text: str) -> Path:
     """Write ``text`` as ``DIRECTORY/README.md`` atomically; returns its path."""
-    from electra.hf import atomic_write_bytes
-
     path = Path(directory) / "README.md"
     atomic_write_bytes(path, text.encode("utf-8"))
     return path

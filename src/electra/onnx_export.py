@@ -30,7 +30,6 @@ within 1e-4 on a padded batch of two lengths, or the export fails.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import shutil
@@ -43,13 +42,16 @@ import torch
 from torch import nn
 
 from electra.checkpoint import CheckpointError
+from electra.files import atomic_write_json
 from electra.finetune.families import get_family
 from electra.finetune.modeling import (
     TASK_FILE,
+    copy_tokenizer,
+    load_finetuned,
     read_task_info,
     record_max_length,
 )
-from electra.hf import atomic_write_bytes, read_config
+from electra.hf import load_encoder, read_config
 from electra.runtime import FILES, INPUTS, MANIFEST
 
 FORMAT = "electra-onnx/1"
@@ -77,9 +79,6 @@ def load_for_export(model_dir: Path) -> tuple[nn.Module, dict[str, Any]]:
     ``ElectraFor{Sequence,Token}Classification`` / ``QuestionAnswering``) is
     exported with its head; any other ELECTRA directory as a bare encoder.
     """
-    from electra.finetune.modeling import load_finetuned
-    from electra.hf import load_encoder
-
     _, raw = read_config(model_dir)
     archs = raw.get("architectures") or []
     has_head = (model_dir / TASK_FILE).is_file() or any(
@@ -215,8 +214,6 @@ def file_entry(path: Path) -> dict[str, Any]:
 
 def copy_side_files(model_dir: Path, out: Path, max_length: int) -> None:
     """Tokenizer files (with the fine-tuning max length), config.json and electra_task.json."""
-    from electra.finetune.modeling import copy_tokenizer
-
     copy_tokenizer(model_dir, out)
     record_max_length(out, max_length)
     for name in ("config.json", TASK_FILE):
@@ -264,8 +261,7 @@ def export_onnx(
         diffs[quantize] = max_difference(got, ref, batch["attention_mask"], meta)
     copy_side_files(src, out, meta["max_length"])
     manifest = _manifest(src, meta, opset, files, diffs, "fp32" if quantize == "none" else quantize)
-    body = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
-    atomic_write_bytes(out / MANIFEST, body.encode("utf-8"))
+    atomic_write_json(out / MANIFEST, manifest, ensure_ascii=False)
     return manifest
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
+from torch import nn
 
 
 def adamw(
@@ -29,6 +30,27 @@ def adamw(
         )
     except (RuntimeError, TypeError):  # older torch or an unsupported device/dtype
         return torch.optim.AdamW(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+
+
+def no_weight_decay(name: str, param: nn.Parameter) -> bool:
+    """Whether a parameter is exempt from weight decay: biases and LayerNorm weights
+    (every parameter of fewer than two dimensions) never take it."""
+    return param.ndim < 2 or "LayerNorm" in name or name.endswith(".bias")
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Two AdamW groups: decay on weight matrices and embeddings, none on LayerNorm
+    and biases. A parameter shared by several modules (tied tables) is listed once."""
+    decay, no_decay, seen = [], [], set()
+    for name, p in model.named_parameters():
+        if not p.requires_grad or id(p) in seen:
+            continue
+        seen.add(id(p))
+        (no_decay if no_weight_decay(name, p) else decay).append(p)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
 
 
 def linear_warmup_decay(step: int, warmup: int, total: int) -> float:

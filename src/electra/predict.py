@@ -24,20 +24,20 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import json
-import os
 import platform
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from electra.files import atomic_write_json, atomic_write_text
 from electra.finetune.common import DatasetError, where
 from electra.finetune.families import get_family
 from electra.finetune.readers import _lines, _open_text
 from electra.formats import format_help
+from electra.runtime import OnnxModel
 
 
 def _doc(text: str, **kw: Any) -> Any:
@@ -131,8 +131,6 @@ def limit(data: PredictInput, n: int) -> PredictInput:
 def load_predictor(args: PredictArgs) -> Any:
     """The ONNX runtime model, or a PyTorch predictor (imported only then)."""
     if args.backend == "onnx":
-        from electra.runtime import OnnxModel
-
         return OnnxModel.load(args.model, precision=args.precision, threads=args.threads)
     from electra.finetune.commands import TorchPredictor  # PyTorch: only for this backend
 
@@ -178,20 +176,6 @@ def warn_input(args: PredictArgs, data: PredictInput, truncated: int, max_length
             f"max length ({max_length} tokens) and were truncated to it",
             file=sys.stderr,
         )
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file in the same directory and rename (never half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def versions() -> dict[str, str]:
@@ -243,7 +227,7 @@ def predict(args: PredictArgs) -> dict[str, Any]:
     result["seconds"] = time.perf_counter() - t0
     result["versions"] = versions()
     summary = out.with_suffix(".results.json")
-    atomic_write_text(summary, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_json(summary, result, ensure_ascii=False)
     print(f"{len(lines)} predictions -> {out}")
     for k, v in result.get("scores", {}).items():
         print(f"  {k:<14} {100 * v:8.2f}")

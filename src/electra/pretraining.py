@@ -1,6 +1,7 @@
 """The pre-training objectives, whole: replaced token detection (RTD) and MLM.
 
-RTD, as in the paper and the official code (see ``shared/reference/ELECTRA.md``):
+RTD, as in the paper (Clark et al., 2020) and the official code
+(``google-research/electra``):
 
 1. choose 15% of the non-special, non-pad positions (at most
    ``max_predictions_per_seq = int((p + 0.005) * L)`` per sequence);
@@ -46,13 +47,15 @@ from electra.model import (
     TiedLMHead,
     init_weights,
 )
+from electra.objectives import OBJECTIVES, Objective, ObjectiveName
+from electra.special import SpecialIds  # also importable from here
 
 
 @dataclass
 class ObjectiveConfig:
     """What is learned: RTD (ELECTRA) or MLM (BERT), and its constants."""
 
-    objective: Literal["rtd", "mlm"] = field(
+    objective: ObjectiveName = field(
         default="rtd", metadata={"doc": "rtd (ELECTRA) or mlm (BERT baseline)."}
     )
     mask_prob: float = field(
@@ -97,20 +100,10 @@ class ObjectiveConfig:
         if self.disc_mlm_weight < 0:
             raise ConfigError(f"disc_mlm_weight must be >= 0, got {self.disc_mlm_weight}")
 
-
-@dataclass(frozen=True)
-class SpecialIds:
-    """The token ids the objective must know (from the vocabulary)."""
-
-    pad: int
-    cls: int
-    sep: int
-    mask: int
-    vocab_size: int
-
     @property
-    def never_masked(self) -> tuple[int, ...]:
-        return (self.pad, self.cls, self.sep, self.mask)
+    def kind(self) -> Objective:
+        """The registry entry of :attr:`objective` (see :mod:`electra.objectives`)."""
+        return OBJECTIVES[self.objective]
 
 
 class SampleRNG:
@@ -437,7 +430,7 @@ class ElectraForPretraining(nn.Module):
         self.config = config
         self.objective = objective
         self.special = special
-        if objective.objective == "rtd":
+        if objective.kind.has_discriminator:
             self.discriminator = ElectraDiscriminator(config)
             gen_cfg = generator_cfg or generator_config(config, objective.generator_size)
             self.generator = ElectraGenerator(
@@ -486,13 +479,15 @@ class ElectraForPretraining(nn.Module):
             full = bool(attention_mask.all())
         # SDPA runs its fast kernel when there is no mask; full blocks need none.
         attn = None if full else attention_mask
-        if self.objective.objective == "mlm":
+        if not self.objective.kind.has_discriminator:
             return self._mlm(input_ids, attention_mask, attn, token_type_ids, rng)
         return self._rtd(input_ids, attention_mask, attn, token_type_ids, rng, keep_tensors)
 
     def _mlm(self, input_ids, attention_mask, attn, token_type_ids, rng) -> PretrainOutput:
         obj = self.objective
-        m = mask_batch(input_ids, attention_mask, self.special, obj.mask_prob, rng, style="bert")
+        m = mask_batch(
+            input_ids, attention_mask, self.special, obj.mask_prob, rng, style=obj.kind.masking
+        )
         logits = self.generator(m.input_ids, attn, token_type_ids, positions=m.positions)
         mlm_loss = F.cross_entropy(logits.float(), m.labels)
         with torch.no_grad():
@@ -509,7 +504,7 @@ class ElectraForPretraining(nn.Module):
             self.special,
             obj.mask_prob,
             rng,
-            style="electra",
+            style=obj.kind.masking,
             mask_token_prob=obj.mask_token_prob,
         )
         gen_logits = self.generator(m.input_ids, attn, token_type_ids, positions=m.positions)

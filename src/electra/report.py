@@ -14,6 +14,9 @@ Writes into ``RUN_DIR/report/``:
   the generator's replacements outlined, the original token on hover.
 
 TensorBoard reads the same logs: ``tensorboard --logdir RUN_DIR/tensorboard``.
+
+PyTorch, and the modules that import it, are imported inside the functions
+that use them, so ``electra report --help`` answers without loading it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from electra.data import open_blocks
+from electra.tokenizer import load_tokenizer
 
 PLOTS: dict[str, tuple[str, list[str]]] = {
     "losses": (
@@ -121,9 +127,7 @@ def validation_example(run_dir: Path, seed: int = 0) -> list[TokenView] | None:
     """One validation (or train) block through generator and discriminator."""
     import torch
 
-    from electra.data import open_blocks
     from electra.pretraining import SampleRNG
-    from electra.tokenizer import load_tokenizer
     from electra.train import load_run_model
 
     try:

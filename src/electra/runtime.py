@@ -40,6 +40,7 @@ import numpy as np
 from electra.finetune.common import prepared_tokenizer
 from electra.finetune.families import Family, get_family
 from electra.finetune.features import TaskInfo
+from electra.tokenizer import load_tokenizer, special_id_map
 
 MANIFEST = "electra_onnx.json"
 TASK_FILE = "electra_task.json"
@@ -136,8 +137,6 @@ class OnnxModel:
         threads: int = 0,
         providers: Sequence[str] | None = None,
     ) -> None:
-        from electra.tokenizer import load_tokenizer, special_id_map
-
         self.path = Path(path)
         self.manifest = read_manifest(self.path)
         self.info = read_model_info(self.path, self.manifest)

@@ -80,18 +80,18 @@ import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from tokenizers import trainers as tk_trainers
+from tqdm import tqdm
 
 from electra.config import ConfigError
 from electra.corpus import Corpus, CorpusOptions, ReadOptions
+from electra.files import atomic_write_bytes, atomic_write_json
 from electra.log import setup_cli_logging
-
-if TYPE_CHECKING:
-    from electra.pretraining import SpecialIds
+from electra.special import SpecialIds
 
 log = logging.getLogger("electra")
 
@@ -213,31 +213,13 @@ def special_id_map(tok: Tokenizer) -> dict[str, int]:
 
 def special_ids(tok: Tokenizer) -> SpecialIds:
     """The ids of ``[PAD] [CLS] [SEP] [MASK]`` looked up by token, and the vocabulary size."""
-    from electra.pretraining import SpecialIds  # imports torch: not at module level
-
-    ids = special_id_map(tok)
-    return SpecialIds(
-        pad=ids["pad"],
-        cls=ids["cls"],
-        sep=ids["sep"],
-        mask=ids["mask"],
-        vocab_size=tok.get_vocab_size(with_added_tokens=True),
-    )
+    return SpecialIds.from_map(special_id_map(tok), tok.get_vocab_size(with_added_tokens=True))
 
 
 def tokenizer_sha256(tok: Tokenizer) -> str:
     """A hash of what decides the ids: the vocabulary and the normalisation settings."""
     body = {"vocab": vocab_list(tok), **tokenizer_settings(tok)}
     return hashlib.sha256(json.dumps(body, ensure_ascii=False).encode()).hexdigest()
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def save_tokenizer_files(tok: Tokenizer, out_dir: str | os.PathLike[str]) -> Path:
@@ -268,14 +250,10 @@ def save_tokenizer_files(tok: Tokenizer, out_dir: str | os.PathLike[str]) -> Pat
         "clean_up_tokenization_spaces": False,
         **specials,
     }
-    _atomic_write(out / "vocab.txt", ("\n".join(tokens) + "\n").encode("utf-8"))
-    _atomic_write(out / "tokenizer.json", canonical.to_str(pretty=True).encode("utf-8"))
-    _atomic_write(
-        out / "tokenizer_config.json", (json.dumps(config, indent=2) + "\n").encode("utf-8")
-    )
-    _atomic_write(
-        out / "special_tokens_map.json", (json.dumps(specials, indent=2) + "\n").encode("utf-8")
-    )
+    atomic_write_bytes(out / "vocab.txt", ("\n".join(tokens) + "\n").encode("utf-8"))
+    atomic_write_bytes(out / "tokenizer.json", canonical.to_str(pretty=True).encode("utf-8"))
+    atomic_write_json(out / "tokenizer_config.json", config)
+    atomic_write_json(out / "special_tokens_map.json", specials)
     return out
 
 
@@ -634,8 +612,6 @@ def train_tokenizer(
     try:
         bar = None
         if progress:
-            from tqdm import tqdm
-
             what = "segment morphemes" if marker is not None else "read corpus"
             bar = tqdm(total=corpus.total_bytes, unit="B", unit_scale=True, desc=what)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -744,10 +720,7 @@ def train_tokenizer(
         "limit_mb": limit_mb,
         **{k: v for k, v in dataclasses.asdict(opts).items()},
     }
-    _atomic_write(
-        out / "vocab_training.json",
-        (json.dumps(info, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
-    )
+    atomic_write_json(out / "vocab_training.json", info, ensure_ascii=False)
     return report
 
 

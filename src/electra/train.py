@@ -38,13 +38,20 @@ import time
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_optimizer_state_dict,
+)
+from torch.nn.parallel import DistributedDataParallel as DDP
+from tqdm import tqdm
 
 from electra import checkpoint as ckpt
 from electra.config import (
@@ -52,15 +59,22 @@ from electra.config import (
     ElectraConfig,
     Override,
     apply_overrides,
+    builtin_config_path,
+    builtin_configs,
     from_dict,
     generator_config,
     preset,
     to_dict,
 )
 from electra.continued import InitConfig, Start, load_start_weights, plan_start
+from electra.data import BlockLoader, batch_indices, open_blocks
+from electra.files import atomic_write_json, atomic_write_text
 from electra.flops import paper_train_flops_per_step
 from electra.health import HealthProbe, most_frequent_token, verdict
-from electra.optim import adamw, linear_warmup_decay
+from electra.hf import export_discriminator, export_generator
+from electra.modelcard import card_facts, write_model_card
+from electra.objectives import ObjectiveName
+from electra.optim import adamw, linear_warmup_decay, parameter_groups
 from electra.precision import autocast_for, resolve_precision
 from electra.pretraining import (
     ElectraForPretraining,
@@ -68,6 +82,7 @@ from electra.pretraining import (
     SampleRNG,
     picks_per_row,
 )
+from electra.special import SpecialIds
 
 # ---------------------------------------------------------------------------
 # Configuration
@@ -173,12 +188,6 @@ class PretrainConfig:
     run: RunConfig = field(default_factory=RunConfig)
 
 
-def builtin_configs() -> list[str]:
-    """Names of the packaged configs (``electra pretrain --config NAME``)."""
-    folder = resources.files("electra") / "configs"
-    return sorted(p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
-
-
 def load_config(source: str | None, overrides: Sequence[Override] = ()) -> PretrainConfig:
     """A config from a TOML file or a built-in name, with overrides applied in order.
 
@@ -190,7 +199,7 @@ def load_config(source: str | None, overrides: Sequence[Override] = ()) -> Pretr
     if source:
         path = Path(source)
         if not path.is_file() and source in builtin_configs():
-            path = Path(str(resources.files("electra") / "configs" / f"{source}.toml"))
+            path = builtin_config_path(source)
         if not path.is_file():
             raise ConfigError(
                 f"{source}: no such config file or built-in config "
@@ -304,25 +313,6 @@ def _all_reduce(x: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------
-# Optimizer and schedule
-# ---------------------------------------------------------------------------
-
-
-def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """Decay on weight matrices and embeddings; none on LayerNorm and biases."""
-    decay, no_decay, seen = [], [], set()
-    for name, p in model.named_parameters():
-        if not p.requires_grad or id(p) in seen:
-            continue
-        seen.add(id(p))
-        (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
-    return [
-        {"params": decay, "weight_decay": weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
-
-
-# ---------------------------------------------------------------------------
 # The run
 # ---------------------------------------------------------------------------
 
@@ -396,9 +386,7 @@ class MetricsLog:
                 for line in self.path.read_text(encoding="utf-8").splitlines()
                 if line.strip() and _record_step(line) <= resume_step
             ]
-            tmp = self.path.with_suffix(".jsonl.tmp")
-            tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-            os.replace(tmp, self.path)
+            atomic_write_text(self.path, "".join(line + "\n" for line in kept))
         self.file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
         self.tb = None
         if tensorboard:
@@ -438,8 +426,6 @@ class Trainer:
     resume: bool = False
 
     def fit(self) -> dict[str, Any]:
-        from electra.data import BlockLoader, open_blocks  # heavy imports kept local
-
         cfg = self.cfg
         if cfg.run.deterministic:
             set_deterministic()
@@ -498,7 +484,7 @@ class Trainer:
 
         if env.main:
             out.mkdir(parents=True, exist_ok=True)
-            (out / "config.json").write_text(json.dumps(resolved, indent=2) + "\n")
+            atomic_write_json(out / "config.json", resolved)
         log = MetricsLog(out, step, cfg.run.tensorboard) if env.main else None
         loader = BlockLoader(
             train,
@@ -551,7 +537,7 @@ class Trainer:
             return start.discriminator, start.generator, start.special
         model_cfg = resolve_model(self.cfg, blocks.vocab_size, "config")
         gen_cfg = None
-        if self.cfg.objective.objective == "rtd":
+        if self.cfg.objective.kind.has_discriminator:
             gen_cfg = generator_config(model_cfg, self.cfg.objective.generator_size)
         return model_cfg, gen_cfg, blocks.special
 
@@ -578,8 +564,6 @@ class Trainer:
                 part.electra.encoder.compile()
         if env.world == 1:
             return model
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
         ids = [env.device.index] if env.device.type == "cuda" else None
         return DDP(model, device_ids=ids)
 
@@ -592,6 +576,8 @@ class Trainer:
         bf16 the parameters are gathered and used in bf16 and gradients reduced
         in fp32 (``MixedPrecisionPolicy``): half the all-gather traffic, no
         precision lost in the sum over ranks."""
+        # Local: public in torch.distributed.fsdp only from torch 2.6 (we allow 2.4),
+        # and a second of import time that only FSDP runs should pay.
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
         kw = {}
@@ -695,8 +681,6 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
         """Validation metrics on fixed blocks with fixed masking (comparable across steps)."""
-        from electra.data import batch_indices
-
         if self.val is None or len(self.val) == 0:
             return {}
         self.model.eval()
@@ -743,12 +727,6 @@ class Trainer:
         )
 
     def _state_dicts(self) -> tuple[dict, dict]:
-        from torch.distributed.checkpoint.state_dict import (
-            StateDictOptions,
-            get_model_state_dict,
-            get_optimizer_state_dict,
-        )
-
         opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
         m = get_model_state_dict(self.model, options=opts)
         o = get_optimizer_state_dict(self.model, self.opt, options=opts)
@@ -824,8 +802,6 @@ class Trainer:
         scaler = self.scaler
         bar = None
         if env.main and cfg.run.progress:
-            from tqdm import tqdm
-
             bar = tqdm(
                 total=self.planned, initial=step, desc="pretrain", unit="step", dynamic_ncols=True
             )
@@ -884,7 +860,7 @@ class Trainer:
             exported = export_run(path, self.out / "hf", summary)
             summary["exported"] = {k: str(v) for k, v in exported.items()}
         if env.main:
-            (self.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+            atomic_write_json(self.out / "summary.json", summary)
             print(one_line_summary(summary), file=sys.stderr)
             if summary.get("verdict"):
                 print(f"health: {summary['verdict']}", file=sys.stderr)
@@ -915,8 +891,6 @@ def _find_resume(out: Path) -> ckpt.Checkpoint | None:
 
 
 def _load_optimizer(model: nn.Module, opt: torch.optim.Optimizer, state: dict) -> None:
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
-
     set_optimizer_state_dict(
         model,
         opt,
@@ -949,8 +923,6 @@ def load_run_model(
     checkpoint_dir: str | os.PathLike[str],
 ) -> tuple[ElectraForPretraining, dict[str, Any], Path]:
     """(model, resolved config, checkpoint path) from a run or checkpoint directory."""
-    from electra.pretraining import SpecialIds
-
     path = ckpt.resolve(checkpoint_dir)
     model_state, _, config = ckpt.load(path)
     source = str(path / "config.json")
@@ -980,9 +952,6 @@ def export_run(
     ``summary`` (the run's, default ``RUN/summary.json`` when it describes
     this checkpoint) adds time and validation scores to it.
     """
-    from electra.hf import export_discriminator, export_generator
-    from electra.modelcard import card_facts, write_model_card
-
     model, config, path = load_run_model(checkpoint_dir)
     blocks = Path(config["data"]["blocks"])
     tok_dir = blocks if (blocks / "vocab.txt").is_file() else None
@@ -1043,7 +1012,7 @@ class PretrainCommand:
     output: str | None = field(
         default=None, metadata={"doc": "Run directory (run.output_dir).", "short": "-o"}
     )
-    objective: str | None = field(default=None, metadata={"doc": "rtd or mlm."})
+    objective: ObjectiveName | None = field(default=None, metadata={"doc": "rtd or mlm."})
     init_from: str | None = field(
         default=None,
         metadata={

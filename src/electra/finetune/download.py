@@ -18,7 +18,6 @@ copies); the rest are CC0, CC BY or CC BY-SA.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -33,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from electra.cli import add_dataclass_arguments
+from electra.files import sha256_file
 from electra.finetune.tasks import DATA_FILES, mrpc_dev_ids, resolve_data_dir
 
 
@@ -311,17 +311,9 @@ DATASETS: dict[str, list[Source]] = {
 GROUPS = {"glue": ["cola", "sst2", "mrpc", "stsb", "qnli", "rte", "wnli"]}
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _check(path: Path, src: Source, url: str) -> str:
     size = path.stat().st_size
-    digest = sha256_of(path)
+    digest = sha256_file(path)
     if src.sha256 and digest != src.sha256:
         raise DownloadError(f"{url}: SHA-256 {digest} differs from the expected {src.sha256}")
     if src.size is not None and size != src.size:

@@ -28,18 +28,18 @@ from torch import nn
 
 from electra.checkpoint import CheckpointError
 from electra.config import ConfigError, from_dict
+from electra.files import atomic_write_bytes
 from electra.finetune.families import Family, family_of_hf_config, get_family
 from electra.finetune.features import TaskInfo
 from electra.hf import (
     TOKENIZER_FILES,
-    _normalise_keys,
-    _weights_source,
-    atomic_write_bytes,
     load_into,
+    normalise_keys,
     read_config,
     read_state_dict,
     save_hf_directory,
     unique_state_dict,
+    weights_source,
 )
 from electra.model import ElectraModel
 from electra.modelcard import finetuned_card, write_card_text
@@ -187,8 +187,8 @@ def load_finetuned(
         raise FileNotFoundError(f"{d}: no such model directory")
     info = read_task_info(d)
     config, _ = read_config(d)
-    state = _normalise_keys(read_state_dict(d))
+    state = normalise_keys(read_state_dict(d))
     model = build_task_model(ElectraModel(config), info)
-    load_into(model, state, _weights_source(d))
+    load_into(model, state, weights_source(d))
     model.to(device).eval()
     return Finetuned(model=model, tokenizer=load_tokenizer(d), info=info, path=d)

@@ -39,7 +39,7 @@ from torch import nn
 from electra.config import ConfigError
 from electra.finetune.families import Family, get_family
 from electra.finetune.tasks import TASKS
-from electra.optim import adamw, linear_warmup_decay
+from electra.optim import adamw, linear_warmup_decay, no_weight_decay
 
 Size = Literal["small", "base", "large"]
 
@@ -211,10 +211,6 @@ def layer_scale(depth: int, num_layers: int, decay: float, official_offset: bool
     return decay**power
 
 
-def _no_weight_decay(name: str, param: nn.Parameter) -> bool:
-    return param.ndim < 2 or "LayerNorm" in name or name.endswith(".bias")
-
-
 def parameter_groups(
     model: nn.Module,
     learning_rate: float,
@@ -235,7 +231,7 @@ def parameter_groups(
         if not param.requires_grad:
             continue
         depth = parameter_depth(name, num_layers)
-        decayed = weight_decay > 0 and not _no_weight_decay(name, param)
+        decayed = weight_decay > 0 and not no_weight_decay(name, param)
         key = (depth, decayed)
         if key not in groups:
             label = (

@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from electra.files import atomic_write_bytes
 from electra.finetune.baselines import floor_lines
 from electra.finetune.features import TaskInfo
 from electra.finetune.modeling import save_finetuned
 from electra.finetune.tasks import DataOptions, TaskData, glue_average, resolve_data_dir
 from electra.finetune.training import Prepared, TrainingJob
-from electra.hf import atomic_write_bytes
 
 RESULTS_FORMAT = "electra-finetune-results/1"
 

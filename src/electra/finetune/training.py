@@ -27,7 +27,7 @@ from electra.finetune.families import Family
 from electra.finetune.recipe import Recipe, build_optimizer, linear_schedule
 from electra.finetune.tasks import TaskSpec
 from electra.hf import load_encoder
-from electra.precision import bf16_is_fast
+from electra.precision import autocast_for, bf16_is_fast
 
 LOSS_READ_EVERY = 50  # training steps between reads of the running loss (a GPU sync)
 
@@ -60,10 +60,6 @@ def gpu_defaults(device: torch.device) -> None:
         torch.backends.cudnn.allow_tf32 = True
 
 
-def _autocast(device: torch.device, enabled: bool) -> torch.autocast:
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=enabled)
-
-
 def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
@@ -72,7 +68,7 @@ def forward(
     model: nn.Module, batch: dict[str, torch.Tensor], device: torch.device, bf16: bool
 ) -> torch.Tensor:
     """The model's logits of a collated batch already on ``device``."""
-    with _autocast(device, bf16):
+    with autocast_for("bf16" if bf16 else "fp32", device):
         return model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
 
 
