@@ -232,25 +232,29 @@ def run(args, dtype_name: str) -> dict:
     }
 
 
-def use_tcmalloc() -> str:
-    """Re-run this script with tcmalloc preloaded when installed (as `electra pretrain` does)."""
+def use_allocator() -> str:
+    """Re-run this script under the allocator `electra pretrain` would choose.
+
+    tcmalloc when installed, else glibc's malloc tuned (see electra.allocator);
+    ``--allocator default`` (or ``--no-tcmalloc``) keeps the untuned default.
+    """
     import os
     import sys
 
-    from electra.cli import find_tcmalloc
+    from electra import allocator
 
-    if "tcmalloc" in os.environ.get("LD_PRELOAD", ""):
-        return "tcmalloc"
-    lib = find_tcmalloc()
-    if lib is None or "--no-tcmalloc" in sys.argv:
-        return "default"
-    env = dict(os.environ, LD_PRELOAD=lib)
-    os.execve(sys.executable, [sys.executable, *sys.argv], env)
-    return "unreachable"
+    for i, a in enumerate(sys.argv):
+        if a == "--no-tcmalloc":
+            os.environ.setdefault(allocator.ENV, "default")
+        elif a.startswith("--allocator="):
+            os.environ.setdefault(allocator.ENV, a.split("=", 1)[1])
+        elif a == "--allocator" and i + 1 < len(sys.argv):
+            os.environ.setdefault(allocator.ENV, sys.argv[i + 1])
+    return allocator.reexec_for_speed(sys.argv)
 
 
 def main() -> None:
-    allocator = use_tcmalloc()
+    allocator = use_allocator()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--preset", default="small")
     p.add_argument("--batch", type=int, default=32)
@@ -263,7 +267,13 @@ def main() -> None:
     p.add_argument("--ref-attn", default="sdpa", help="transformers attn_implementation")
     p.add_argument("--compile", action="store_true", help="torch.compile both sides' encoders")
     p.add_argument("--json", action="store_true", help="print one JSON object per dtype")
-    p.add_argument("--no-tcmalloc", action="store_true", help="keep the default allocator")
+    p.add_argument(
+        "--allocator",
+        choices=["auto", "tcmalloc", "glibc-tuned", "default"],
+        default="auto",
+        help="malloc to run under (default: what electra pretrain picks)",
+    )
+    p.add_argument("--no-tcmalloc", action="store_true", help="same as --allocator default")
     args = p.parse_args()
     for dt in ["bf16", "fp32"] if args.dtype == "both" else [args.dtype]:
         r = run(args, dt)

@@ -40,16 +40,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
-import glob
 import importlib
 import inspect
-import os
 import sys
 import types
 import typing
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from electra.allocator import reexec_for_speed
 from electra.config import ConfigError, parse_value
 
 # name -> (module, function, one-line summary)
@@ -82,40 +81,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
-# Commands whose speed depends on the allocator (see shared/reference/CPU-PERFORMANCE.md:
-# tcmalloc removes most page-fault time of a CPU training step, -27 to -35%).
+# Commands whose speed depends on the allocator: they restart once with tcmalloc or
+# glibc's tuned malloc (see electra.allocator and benchmarks/allocator.py).
 _ALLOCATOR_BOUND = {"pretrain", "finetune", "compare", "demo"}
-_TCMALLOC_GLOBS = (
-    "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
-    "/usr/lib/aarch64-linux-gnu/libtcmalloc_minimal.so.4",
-    "/usr/lib*/libtcmalloc_minimal.so*",
-    "/usr/local/lib/libtcmalloc_minimal.so*",
-)
-
-
-def find_tcmalloc() -> str | None:
-    """Path of libtcmalloc_minimal if installed (Debian: libtcmalloc-minimal4)."""
-    for pattern in _TCMALLOC_GLOBS:
-        hits = sorted(glob.glob(pattern))
-        if hits:
-            return hits[0]
-    return None
-
-
-def reexec_with_tcmalloc(argv: list[str]) -> None:
-    """Restart this process with tcmalloc preloaded, once, when it is installed.
-
-    Set ``ELECTRA_NO_TCMALLOC=1`` to keep the default allocator.
-    """
-    if os.environ.get("ELECTRA_NO_TCMALLOC") or "tcmalloc" in os.environ.get("LD_PRELOAD", ""):
-        return
-    lib = find_tcmalloc()
-    if lib is None:
-        return
-    env = dict(os.environ)
-    env["LD_PRELOAD"] = ":".join(p for p in (lib, env.get("LD_PRELOAD", "")) if p)
-    env["ELECTRA_NO_TCMALLOC"] = "1"  # never loop
-    os.execve(sys.executable, [sys.executable, "-m", "electra.cli", *argv], env)
 
 
 def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
@@ -343,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from_shell = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     if from_shell and argv and argv[0] in _ALLOCATOR_BOUND:
-        reexec_with_tcmalloc(argv)
+        reexec_for_speed(["-m", "electra.cli", *argv])
     top = argparse.ArgumentParser(
         prog="electra",
         description="Pre-train text encoders with ELECTRA's replaced token detection "

@@ -53,6 +53,7 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
+from electra import allocator
 from electra import checkpoint as ckpt
 from electra.config import (
     ConfigError,
@@ -848,6 +849,7 @@ class Trainer:
             "tokens": step * cfg.optim.batch_size * self.train_blocks.block_length,
             "train_flops": step * self.flops_step,
             "elapsed_s": time.time() - t0,
+            "allocator": allocator.current(),
             "checkpoint": str(path) if path else None,
             **{k: last[k] for k in ("loss", "mlm_loss", "disc_loss") if k in last},
         }
