@@ -288,7 +288,7 @@ def _fingerprint(obj: Any) -> str:
 
 def finetune_settings(cmd: CompareCommand) -> str:
     """A short fingerprint of the fine-tuning options (results are reused only if equal)."""
-    from electra.finetune.commands import finetune_options
+    from electra.finetune.run import finetune_options
 
     # "data": NSMC became balanced and results gained floors; older results are not reused.
     return _fingerprint({"data": "balanced-floors/1", **finetune_options(cmd)})
@@ -303,8 +303,7 @@ def finetune_point(
     floors_cache: Path | None = None,
 ) -> dict:
     """Fine-tuning results of one point on one task (reused if done); floors shared by cache."""
-    from electra.finetune.commands import finetune_args_from
-    from electra.finetune.run import finetune
+    from electra.finetune.run import finetune, finetune_args_from
 
     res_path = out / "results.json"
     if res_path.is_file():

@@ -345,8 +345,7 @@ def finetune_nsmc(
     cmd: DemoCommand, model: Path, out: Path, data_dir: Path, floors_cache: Path
 ) -> dict[str, Any]:
     """The demo's NSMC fine-tuning of ``model`` (reused when complete): one recipe for both."""
-    from electra.finetune.commands import finetune_args_from
-    from electra.finetune.run import finetune
+    from electra.finetune.run import finetune, finetune_args_from
 
     res_path = out / "results.json"
     if res_path.is_file() and json.loads(res_path.read_text()).get("complete"):
