@@ -89,20 +89,32 @@ class CompareCommand:
     tasks: list[str] = field(
         default_factory=lambda: ["nsmc", "sst2"], metadata={"doc": "Fine-tuning tasks."}
     )
+    # "finetune": the FinetuneArgs field each sets (finetune_options); they key the results too.
     seeds: list[int] = field(
-        default_factory=lambda: [1, 2, 3], metadata={"doc": "Fine-tuning seeds."}
+        default_factory=lambda: [1, 2, 3],
+        metadata={"doc": "Fine-tuning seeds.", "finetune": "seeds"},
     )
     max_train_examples: int = field(
-        default=4000, metadata={"doc": "Fine-tuning examples per task (0: all)."}
+        default=4000,
+        metadata={
+            "doc": "Fine-tuning examples per task (0: all).",
+            "finetune": "max_train_examples",
+        },
     )
     max_eval_examples: int = field(
-        default=1000, metadata={"doc": "Dev/test examples per task (0: all)."}
+        default=1000,
+        metadata={"doc": "Dev/test examples per task (0: all).", "finetune": "max_eval_examples"},
     )
-    epochs: int = field(default=3, metadata={"doc": "Fine-tuning epochs."})
-    max_length: int = field(default=64, metadata={"doc": "Fine-tuning max tokens."})
+    epochs: int = field(default=3, metadata={"doc": "Fine-tuning epochs.", "finetune": "epochs"})
+    max_length: int = field(
+        default=64, metadata={"doc": "Fine-tuning max tokens.", "finetune": "max_length"}
+    )
     bf16: bool | None = field(
         default=None,
-        metadata={"doc": "Fine-tune under bf16 autocast (default: where the CPU/GPU has it)."},
+        metadata={
+            "doc": "Fine-tune under bf16 autocast (default: where the CPU/GPU has it).",
+            "finetune": "bf16",
+        },
     )
     vocab_size: int = field(default=16000, metadata={"doc": "Vocabulary size when built here."})
     corpus_mb: float = field(
@@ -276,9 +288,10 @@ def _fingerprint(obj: Any) -> str:
 
 def finetune_settings(cmd: CompareCommand) -> str:
     """A short fingerprint of the fine-tuning options (results are reused only if equal)."""
-    keys = ("seeds", "epochs", "max_length", "max_train_examples", "max_eval_examples", "bf16")
+    from electra.finetune.run import finetune_options
+
     # "data": NSMC became balanced and results gained floors; older results are not reused.
-    return _fingerprint({"data": "balanced-floors/1", **{k: getattr(cmd, k) for k in keys}})
+    return _fingerprint({"data": "balanced-floors/1", **finetune_options(cmd)})
 
 
 def finetune_point(
@@ -290,29 +303,23 @@ def finetune_point(
     floors_cache: Path | None = None,
 ) -> dict:
     """Fine-tuning results of one point on one task (reused if done); floors shared by cache."""
-    from electra.finetune.run import FinetuneArgs, finetune
+    from electra.finetune.run import finetune, finetune_args_from
 
     res_path = out / "results.json"
     if res_path.is_file():
         results = json.loads(res_path.read_text())
         if results.get("complete"):
             return results
-    return finetune(
-        FinetuneArgs(
-            model=model,
-            task=task,
-            output=str(out),
-            data_dir=str(data_dir),
-            seeds=list(cmd.seeds),
-            epochs=cmd.epochs,
-            max_length=cmd.max_length,
-            max_train_examples=cmd.max_train_examples,
-            max_eval_examples=cmd.max_eval_examples,
-            bf16=cmd.bf16,
-            floors_cache=str(floors_cache) if floors_cache else "",
-            progress=cmd.progress,
-        )
+    args = finetune_args_from(
+        cmd,
+        model=model,
+        task=task,
+        output=str(out),
+        data_dir=str(data_dir),
+        floors_cache=str(floors_cache) if floors_cache else "",
+        progress=cmd.progress,
     )
+    return finetune(args)
 
 
 def _main_scores(results: dict) -> dict[str, float]:

@@ -53,14 +53,24 @@ class DemoCommand:
     output: str = field(default="runs/demo", metadata={"doc": "Output directory.", "short": "-o"})
     minutes: float = field(default=10.0, metadata={"doc": "Pre-training time budget."})
     vocab_size: int = field(default=16000, metadata={"doc": "Vocabulary size."})
+    # "finetune": the FinetuneArgs field each sets (finetune_options).
     nsmc_train_examples: int = field(
         default=12000,
-        metadata={"doc": "NSMC training reviews used (0: all 18k of the balanced set)."},
+        metadata={
+            "doc": "NSMC training reviews used (0: all 18k of the balanced set).",
+            "finetune": "max_train_examples",
+        },
     )
     nsmc_eval_examples: int = field(
-        default=4000, metadata={"doc": "NSMC dev and test reviews used (0: all 6k each)."}
+        default=4000,
+        metadata={
+            "doc": "NSMC dev and test reviews used (0: all 6k each).",
+            "finetune": "max_eval_examples",
+        },
     )
-    epochs: int = field(default=3, metadata={"doc": "NSMC fine-tuning epochs."})
+    epochs: int = field(
+        default=3, metadata={"doc": "NSMC fine-tuning epochs.", "finetune": "epochs"}
+    )
     finetune_minutes: float = field(
         default=5.0,
         metadata={
@@ -68,7 +78,9 @@ class DemoCommand:
             "--nsmc-train-examples) are planned from a timed step on this machine (0: no cap)."
         },
     )
-    seeds: list[int] = field(default_factory=lambda: [1], metadata={"doc": "Fine-tuning seeds."})
+    seeds: list[int] = field(
+        default_factory=lambda: [1], metadata={"doc": "Fine-tuning seeds.", "finetune": "seeds"}
+    )
     smoke: bool = field(
         default=False, metadata={"doc": "A tiny version of every stage (about a minute)."}
     )
@@ -76,6 +88,13 @@ class DemoCommand:
 
 
 STAGES = 6
+# --smoke's fine-tuning: FinetuneArgs fields that replace the command's options.
+SMOKE_FINETUNING = {
+    "epochs": 1,
+    "max_length": 32,
+    "max_train_examples": 200,
+    "max_eval_examples": 100,
+}
 
 
 def _stage(n: int, title: str) -> float:
@@ -326,28 +345,26 @@ def finetune_nsmc(
     cmd: DemoCommand, model: Path, out: Path, data_dir: Path, floors_cache: Path
 ) -> dict[str, Any]:
     """The demo's NSMC fine-tuning of ``model`` (reused when complete): one recipe for both."""
-    from electra.finetune.run import FinetuneArgs, finetune
+    from electra.finetune.run import finetune, finetune_args_from
 
     res_path = out / "results.json"
     if res_path.is_file() and json.loads(res_path.read_text()).get("complete"):
         print(f"reusing {out}")
         return json.loads(res_path.read_text())
-    return finetune(
-        FinetuneArgs(
-            model=str(model),
-            task="nsmc",
-            output=str(out),
-            data_dir=str(data_dir),
-            seeds=list(cmd.seeds),
-            epochs=1 if cmd.smoke else cmd.epochs,
-            max_length=32 if cmd.smoke else 64,
-            max_train_examples=200 if cmd.smoke else cmd.nsmc_train_examples,
-            max_eval_examples=100 if cmd.smoke else cmd.nsmc_eval_examples,
-            bf16=None,  # where native: emulated bf16 is ~80x slower on AVX2 CPUs
-            floors_cache=str(floors_cache),
-            progress=cmd.progress,
-        )
+    args = finetune_args_from(
+        cmd,
+        model=str(model),
+        task="nsmc",
+        output=str(out),
+        data_dir=str(data_dir),
+        max_length=64,
+        bf16=None,  # where native: emulated bf16 is ~80x slower on AVX2 CPUs
+        floors_cache=str(floors_cache),
+        progress=cmd.progress,
     )
+    if cmd.smoke:
+        args = dataclasses.replace(args, **SMOKE_FINETUNING)
+    return finetune(args)
 
 
 def random_start(pretrained: Path, out: Path, seed: int = 0) -> Path:

@@ -7,8 +7,8 @@ See :mod:`electra.finetune.run` for what they write; the loop is in
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -21,9 +21,8 @@ from tokenizers import Tokenizer
 
 from electra.finetune.baselines import compute_floors
 from electra.finetune.common import FeatureSettings, check_bert_template, prepared_tokenizer
-from electra.finetune.families import family_names
 from electra.finetune.modeling import Finetuned, load_finetuned
-from electra.finetune.recipe import Recipe, make_recipe
+from electra.finetune.recipe import Recipe, RecipeFlags, make_recipe
 from electra.finetune.results import (
     RESULTS_FORMAT,
     model_section,
@@ -39,6 +38,7 @@ from electra.finetune.results import (
 )
 from electra.finetune.tasks import (
     TASKS,
+    DataFlags,
     DataOptions,
     TaskData,
     TaskSpec,
@@ -60,7 +60,6 @@ from electra.finetune.training import (
     train_seed,
     truncated,
 )
-from electra.formats import format_help
 from electra.hf import read_config
 from electra.tokenizer import load_tokenizer, special_ids
 
@@ -74,72 +73,29 @@ def _doc(text: str, **kw: Any) -> Any:
 
 
 @dataclass
-class FinetuneArgs:
-    """Options of ``electra finetune``."""
+class FinetuneTarget:
+    """What ``electra finetune`` trains, on which task, and where it writes (first in --help)."""
 
     model: str = _doc("Model directory to start from: our export or any Hugging Face ELECTRA.")
     task: str = _doc(f"Task: {', '.join(TASKS)}.", default="custom")
     output: str = _doc("Output directory (results.json, model/).", default="", meta={"short": "-o"})
-    data_dir: str = _doc(
-        "Data directory in the shared/data layout (default: $ELECTRA_DATA_DIR or "
-        "<repo>/../shared/data).",
-        default="",
-    )
-    train_file: str = _doc("Training file (custom task, or to replace a task's).", default="")
-    dev_file: str = _doc("Dev file (default: a seeded slice of train).", default="")
-    test_file: str = _doc("Test file.", default="")
-    task_type: str = _doc(f"Family of a custom task: {', '.join(family_names())}.", default="")
-    text_column: str = _doc("Text column of a custom table (default: text).", default="")
-    text_pair_column: str = _doc("Second-text column for pairs.", default="")
-    label_column: str = _doc("Label column of a custom table (default: label).", default="")
-    format: str = _doc(
-        "Format of the custom data files instead of the one their names give: "
-        + format_help("table")
-        + "; a .txt table is TSV or CSV, sniffed from its first lines.",
-        default="",
-    )
+
+
+@dataclass
+class FinetuneArgs(RecipeFlags, DataFlags, FinetuneTarget):
+    """Options of ``electra finetune``.
+
+    Composed, not copied: the target (model, task, output), then the data
+    options (:class:`~electra.finetune.tasks.DataFlags`, handed on by
+    :meth:`data_options`), then the recipe options
+    (:class:`~electra.finetune.recipe.RecipeFlags`, handed on by
+    :meth:`overrides`), then the run's own fields below. Each field is one flag.
+    """
+
     tokenizer: str = _doc("Tokenizer directory or file (default: the model's).", default="")
-    size: Literal["auto", "small", "base", "large"] = _doc(
-        "Table 7 recipe to use; auto infers it from the hidden size.", default="auto"
-    )
-    learning_rate: float | None = _doc("Peak learning rate (default: Table 7).", default=None)
-    layer_decay: float | None = _doc(
-        "Layer-wise learning-rate decay (default: Table 7; 1 disables).", default=None
-    )
-    layerwise_decay_official_offset: bool = _doc(
-        "Reproduce the official code's off-by-one (top layer lr*decay^2).", default=False
-    )
-    warmup_fraction: float = _doc("Fraction of steps of linear warmup.", default=0.1)
-    weight_decay: float = _doc("AdamW weight decay (not on biases/LayerNorm).", default=0.0)
-    batch_size: int = _doc("Training batch size (per optimizer step).", default=32)
-    micro_batch_size: int = _doc(
-        "Examples per forward pass; smaller than --batch-size accumulates gradients (0: same).",
-        default=0,
-    )
-    eval_batch_size: int = _doc("Evaluation batch size.", default=64)
-    epochs: int | None = _doc("Epochs (default: 10 RTE/STS, 2 QA, 3 otherwise).", default=None)
-    max_length: int | None = _doc("Max tokens per input (default: 128; QA 384).", default=None)
-    doc_stride: int = _doc("QA: tokens between the starts of context windows.", default=128)
-    max_query_length: int = _doc("QA: max question tokens.", default=64)
-    max_answer_length: int = _doc("QA: max answer tokens.", default=30)
-    seeds: list[int] = _doc("Fine-tuning seeds (one run each).", default_factory=lambda: [1])
-    split_seed: int = _doc("Seed of the train/dev/test splits made here.", default=42)
-    balance: bool = _doc(
-        "NSMC from raw reviews: down-sample the majority class to 50/50 like the official "
-        "corpus (--no-balance keeps every review).",
-        default=True,
-    )
-    select_by: Literal["metric", "loss"] = _doc(
-        "Select the best epoch by the dev metric or the dev loss.", default="metric"
-    )
-    main_metric: str = _doc("Dev metric to select on (default: the task's).", default="")
     max_train_examples: int = _doc("Use at most N training examples (0: all).", default=0)
     max_eval_examples: int = _doc("Use at most N dev and test examples (0: all).", default=0)
     device: str = _doc("auto, cpu, cuda or cuda:N.", default="auto")
-    bf16: bool | None = _doc(
-        "bfloat16 autocast (default: where the GPU or CPU has native bf16).", default=None
-    )
-    grad_clip: float = _doc("Gradient clipping max norm (0: off).", default=1.0)
     keep_all_seeds: bool = _doc("Keep every seed's best model under OUT/seeds/.", default=False)
     floors: bool = _doc(
         "Score the floors on the same split: majority class (or training mean) and TF-IDF + "
@@ -151,50 +107,31 @@ class FinetuneArgs:
     )
     progress: bool = _doc("Show progress bars.", default=True)
 
-    def data_options(self) -> DataOptions:
-        def absolute(p: str) -> str:
-            return os.path.abspath(p) if p else ""  # not resolved: a symlink's name counts
 
-        return DataOptions(
-            data_dir=absolute(self.data_dir),
-            train_file=absolute(self.train_file),
-            dev_file=absolute(self.dev_file),
-            test_file=absolute(self.test_file),
-            task_type=self.task_type,
-            text_column=self.text_column,
-            text_pair_column=self.text_pair_column,
-            label_column=self.label_column,
-            format=self.format,
-            split_seed=self.split_seed,
-            balance=self.balance,
-        )
+def finetune_options(command: Any) -> dict[str, Any]:
+    """The fine-tuning options another command exposes, by :class:`FinetuneArgs` name.
+
+    A field of ``command``'s dataclass declared with ``metadata={"finetune": NAME}``
+    is FinetuneArgs' ``NAME`` (``electra compare`` and ``electra demo`` declare
+    theirs so): one added there reaches every fine-tuning they run.
+    """
+    return {
+        f.metadata["finetune"]: copy.copy(getattr(command, f.name))
+        for f in dataclasses.fields(command)
+        if "finetune" in f.metadata
+    }
 
 
-RECIPE_FLAGS = (
-    "learning_rate",
-    "layer_decay",
-    "layerwise_decay_official_offset",
-    "warmup_fraction",
-    "weight_decay",
-    "batch_size",
-    "micro_batch_size",
-    "eval_batch_size",
-    "epochs",
-    "max_length",
-    "doc_stride",
-    "max_query_length",
-    "max_answer_length",
-    "grad_clip",
-    "select_by",
-)
+def finetune_args_from(command: Any, **fixed: Any) -> FinetuneArgs:
+    """:class:`FinetuneArgs` of ``command``'s fine-tuning options, then ``fixed`` (model ...)."""
+    return FinetuneArgs(**{**finetune_options(command), **fixed})
 
 
 def build_recipe(args: FinetuneArgs, data: TaskData, cfg: Any, device: torch.device) -> Recipe:
     """Table 7 for the model's size and the task, then the flags given."""
     spec = data.spec
-    overrides = {name: getattr(args, name) for name in RECIPE_FLAGS}
+    overrides = args.overrides()
     overrides["main_metric"] = args.main_metric or spec.main_metric
-    overrides["seeds"] = list(args.seeds)
     overrides["bf16"] = default_bf16(device) if args.bf16 is None else args.bf16
     recipe = make_recipe(
         task=spec.name,

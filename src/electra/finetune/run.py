@@ -50,7 +50,9 @@ from electra.finetune.commands import (
     evaluate,
     evaluate_cli,
     finetune,
+    finetune_args_from,
     finetune_cli,
+    finetune_options,
 )
 from electra.finetune.results import glue_score_from_results, summarize, summarize_runs
 from electra.finetune.training import (
@@ -74,7 +76,9 @@ __all__ = [
     "evaluate_cli",
     "evaluate_prepared",
     "finetune",
+    "finetune_args_from",
     "finetune_cli",
+    "finetune_options",
     "glue_score_from_results",
     "predict",
     "predict_cli",

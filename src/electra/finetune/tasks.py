@@ -47,7 +47,7 @@ import difflib
 import os
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,7 @@ from electra.finetune.readers import (
     require_columns,
     text_examples,
 )
+from electra.formats import format_help
 from electra.paths import default_data_dir
 
 
@@ -86,23 +87,72 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path:
     return Path(data_dir) if data_dir else default_data_dir()
 
 
-@dataclass
-class DataOptions:
-    """Where the data is and how to split it (recorded with the model)."""
+def _flag(default: Any, doc: str, *, path: bool = False) -> Any:
+    """A :class:`DataFlags` field: its ``--help`` text, and whether it names a file."""
+    return field(default=default, metadata={"doc": doc, "path": path})
 
-    data_dir: str = ""
-    train_file: str = ""
-    dev_file: str = ""
-    test_file: str = ""
-    task_type: str = ""
-    text_column: str = ""
-    text_pair_column: str = ""
-    label_column: str = ""
-    split_seed: int = 42
+
+@dataclass
+class DataFlags:
+    """The data options a command line sets: where the data is, how to read and split it.
+
+    Declared once, here: :class:`DataOptions` adds the fixed split fractions,
+    and ``electra finetune``'s :class:`~electra.finetune.commands.FinetuneArgs`
+    inherits these fields, so each is a flag (``--data-dir`` ...) with this doc.
+    """
+
+    data_dir: str = _flag(
+        "",
+        "Data directory in the shared/data layout (default: $ELECTRA_DATA_DIR or "
+        "<repo>/../shared/data).",
+        path=True,
+    )
+    train_file: str = _flag("", "Training file (custom task, or to replace a task's).", path=True)
+    dev_file: str = _flag("", "Dev file (default: a seeded slice of train).", path=True)
+    test_file: str = _flag("", "Test file.", path=True)
+    task_type: str = _flag("", f"Family of a custom task: {', '.join(family_names())}.")
+    text_column: str = _flag("", "Text column of a custom table (default: text).")
+    text_pair_column: str = _flag("", "Second-text column for pairs.")
+    label_column: str = _flag("", "Label column of a custom table (default: label).")
+    format: str = _flag(
+        "",
+        "Format of the custom data files instead of the one their names give: "
+        + format_help("table")
+        + "; a .txt table is TSV or CSV, sniffed from its first lines.",
+    )
+    split_seed: int = _flag(42, "Seed of the train/dev/test splits made here.")
+    balance: bool = _flag(
+        True,
+        "NSMC from raw reviews: down-sample the majority class to 50/50 like the official "
+        "corpus (--no-balance keeps every review).",
+    )
+
+    def data_options(self) -> DataOptions:
+        """These options as :class:`DataOptions`, file paths made absolute (as recorded).
+
+        Absolute, not resolved: a symlink's name counts. A field of DataOptions
+        that ``self`` lacks (the split fractions of a command's options) keeps its default.
+        """
+        mine = {f.name for f in fields(self)}
+        values = {}
+        for f in fields(DataOptions):
+            if f.name in mine:
+                value = getattr(self, f.name)
+                values[f.name] = (
+                    os.path.abspath(value) if f.metadata.get("path") and value else value
+                )
+        return DataOptions(**values)
+
+
+@dataclass
+class DataOptions(DataFlags):
+    """Where the data is and how to split it (recorded with the model).
+
+    The fields of :class:`DataFlags`, then the split fractions, which no flag sets.
+    """
+
     dev_fraction: float = 0.1
     test_fraction: float = 0.1
-    balance: bool = True  # NSMC built from raw reviews: down-sample the majority class
-    format: str = ""  # of custom tables: csv, tsv, jsonl, json (default: by name, .txt sniffed)
 
     def __post_init__(self) -> None:
         for name in ("dev_fraction", "test_fraction"):
@@ -1014,6 +1064,7 @@ def glue_average(
 
 
 __all__ = [
+    "DataFlags",
     "DataOptions",
     "TaskData",
     "TaskSpec",
