@@ -21,8 +21,9 @@ The paper's central claim, checked on the user's own data and machine:
 
 Stages are reused when re-run with the same options.
 
-PyTorch, and the modules that import it, are imported inside the functions
-that use them, so ``electra compare --help`` answers without loading it.
+Its ``--help`` builds the ``--SECTION.FIELD`` flags from the pre-training config, which
+loads PyTorch anyway, so the module imports what it uses at the top (only matplotlib,
+optional, waits until a plot is drawn).
 """
 
 from __future__ import annotations
@@ -36,14 +37,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from electra.config import ConfigError, Override
 from electra.corpus import ReadOptions
 from electra.data import PrepareCommand, open_blocks, prepare
 from electra.files import atomic_write_json
+from electra.finetune.baselines import floor_scores
+from electra.finetune.run import finetune, finetune_args_from, finetune_options
 from electra.flops import paper_train_flops_per_step
+from electra.hf import export_discriminator
+from electra.model import ElectraDiscriminator
 from electra.objectives import OBJECTIVES
 from electra.paths import default_data_dir
 from electra.tokenizer import train_tokenizer
+from electra.train import Trainer, export_run, load_config, resolve_model
 
 
 @dataclass
@@ -184,7 +192,6 @@ def arm_run_dir(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> Path:
     Changing the config, a ``--set``, the blocks or the budget therefore never reuses
     (or resumes) a run trained with other settings.
     """
-    from electra.train import load_config
 
     recipe = load_config(cmd.config, [*recipe_overrides(cmd), f"objective.objective='{arm}'"])
     recipe.data.blocks = str(blocks)
@@ -199,7 +206,6 @@ def pretrain_arm(
 
     Returns one record per point (steps, FLOPs, HF directory) and the FLOPs of one step.
     """
-    from electra.train import Trainer, export_run, load_config
 
     run = arm_run_dir(cmd, arm, blocks, out)
     probe = load_config(cmd.config, [*recipe_overrides(cmd), f"objective.objective='{arm}'"])
@@ -253,7 +259,6 @@ def pretrain_arm(
 
 
 def _flops_per_step(cfg, blocks: Path) -> float:
-    from electra.train import resolve_model
 
     b = open_blocks(blocks, "train")
     model = resolve_model(cfg, b.vocab_size, "compare")
@@ -265,11 +270,6 @@ def _flops_per_step(cfg, blocks: Path) -> float:
 
 def untrained_encoder(cmd: CompareCommand, blocks: Path, out: Path) -> Path:
     """The same discriminator shape, randomly initialised: the no-pre-training baseline."""
-    import torch
-
-    from electra.hf import export_discriminator
-    from electra.model import ElectraDiscriminator
-    from electra.train import load_config, resolve_model
 
     cfg = load_config(cmd.config, recipe_overrides(cmd))
     model_cfg = resolve_model(cfg, open_blocks(blocks, "train").vocab_size, "compare")
@@ -288,7 +288,6 @@ def _fingerprint(obj: Any) -> str:
 
 def finetune_settings(cmd: CompareCommand) -> str:
     """A short fingerprint of the fine-tuning options (results are reused only if equal)."""
-    from electra.finetune.run import finetune_options
 
     # "data": NSMC became balanced and results gained floors; older results are not reused.
     return _fingerprint({"data": "balanced-floors/1", **finetune_options(cmd)})
@@ -303,7 +302,6 @@ def finetune_point(
     floors_cache: Path | None = None,
 ) -> dict:
     """Fine-tuning results of one point on one task (reused if done); floors shared by cache."""
-    from electra.finetune.run import finetune, finetune_args_from
 
     res_path = out / "results.json"
     if res_path.is_file():
@@ -330,7 +328,6 @@ def _main_scores(results: dict) -> dict[str, float]:
 
 def _task_floors(results: dict) -> dict[str, Any]:
     """The task's floors on the main metric: ``tfidf`` and ``constant`` (majority or mean)."""
-    from electra.finetune.baselines import floor_scores
 
     floors = results.get("floors")
     if not floors:
