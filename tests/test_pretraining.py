@@ -16,9 +16,10 @@ from electra.pretraining import (
     SampleRNG,
     SpecialIds,
     choose_positions,
-    gumbel_sample,
     mask_batch,
     max_predictions_per_seq,
+    sample_from_weights,
+    sample_softmax,
 )
 
 SPECIAL = SpecialIds(pad=0, cls=2, sep=3, mask=4, vocab_size=1000)
@@ -82,13 +83,36 @@ def test_bert_masking_is_80_10_10() -> None:
     assert 0.07 < kept < 0.13
 
 
-def test_gumbel_sampling_is_fp32_and_follows_softmax() -> None:
+def test_sampling_is_fp32_and_follows_softmax() -> None:
     logits = torch.log(torch.tensor([[0.7, 0.2, 0.1]])).repeat(20000, 1).to(torch.bfloat16)
-    s = gumbel_sample(logits, torch.Generator().manual_seed(0))
+    s = sample_softmax(logits, torch.Generator().manual_seed(0))
     freq = torch.bincount(s, minlength=3).float() / len(s)
     assert torch.allclose(freq, torch.tensor([0.7, 0.2, 0.1]), atol=0.02)
+    hot = sample_softmax(logits.float(), torch.Generator().manual_seed(0), temperature=0.5)
+    sharp = torch.tensor([0.7, 0.2, 0.1]) ** 2
+    freq = torch.bincount(hot, minlength=3).float() / len(hot)
+    assert torch.allclose(freq, sharp / sharp.sum(), atol=0.02)
     big = torch.full((4, 10), 60000.0, dtype=torch.float16)  # fp16 would overflow
-    assert torch.isfinite(gumbel_sample(big, None).float()).all()
+    s = sample_softmax(big, None)
+    assert ((s >= 0) & (s < 10)).all()
+
+
+def test_inverse_cdf_sampling_is_the_categorical_distribution() -> None:
+    g = torch.Generator().manual_seed(0)
+    probs = torch.softmax(2 * torch.randn(20, generator=g), -1)
+    n = 200_000
+    u = torch.rand(n, generator=g)
+    s = sample_from_weights((probs * 7.0).repeat(n, 1), u)  # unnormalised weights
+    freq = torch.bincount(s, minlength=20).float() / n
+    assert torch.allclose(freq, probs, atol=0.004)  # an off-by-one id shift would fail
+    # Ids of zero weight are never drawn, even at u = 0 or u just below 1.
+    w = torch.tensor([[0.0, 1.0, 0.0, 2.0, 0.0]]).repeat(n, 1)
+    u = torch.cat([torch.zeros(1), torch.full((1,), 1 - 2**-24), torch.rand(n - 2, generator=g)])
+    s = sample_from_weights(w, u)
+    counts = torch.bincount(s, minlength=5)
+    assert counts[0] == counts[2] == counts[4] == 0
+    assert abs(counts[3] / n - 2 / 3) < 0.01
+    assert s[0] == 1 and s[1] == 3
 
 
 def test_sample_equal_to_original_is_labelled_original(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -250,7 +274,7 @@ def test_fused_generator_loss_matches_cross_entropy_and_samples_softmax() -> Non
     assert torch.allclose(loss, ref, atol=1e-6)
     assert torch.allclose(logits.grad, ref_logits.grad, atol=1e-6)
     assert torch.equal(pred, logits.argmax(-1))
-    # Samples follow the softmax (the Gumbel-max trick in multiplicative form).
+    # Samples follow the softmax (inverse CDF over the same exponentials).
     probs = torch.tensor([0.6, 0.3, 0.1])
     many = torch.log(probs).repeat(30000, 1)
     _, s, _ = mlm_loss_and_sample(many, torch.zeros(30000, dtype=torch.long), g, None)

@@ -8,8 +8,10 @@ RTD, as in the paper (Clark et al., 2020) and the official code
 2. replace 85% of them with ``[MASK]`` and keep 15% (no random tokens);
 3. the generator predicts the originals there (``L_MLM``, a mean over the
    masked positions), its LM head evaluated only at those positions;
-4. a replacement is sampled from the generator's softmax by Gumbel-max, in
-   fp32 and without gradient;
+4. a replacement is sampled from the generator's softmax, in fp32 and without
+   gradient (by inverse CDF: one uniform number per masked position, where the
+   official code's Gumbel-max draws one per vocabulary entry: same
+   distribution, a vocabulary's worth fewer random numbers);
 5. the discriminator labels every non-pad token replaced/original, where a
    sample equal to the original counts as original (``L_Disc``, a mean BCE
    over non-pad positions);
@@ -19,7 +21,7 @@ The MLM baseline trains the same encoder as BERT (15%, 80/10/10) so the two
 objectives can be compared in one harness at equal compute.
 
 All randomness of the objective (position choice, mask/keep split, random
-tokens, Gumbel noise) comes from an injectable ``torch.Generator``, or from a
+tokens, sampling noise) comes from an injectable ``torch.Generator``, or from a
 :class:`SampleRNG` that seeds one generator per sample. The training loop uses
 the latter, seeded by each block's index in the global data stream: a block
 is then masked and corrupted identically whatever batch, rank or
@@ -111,7 +113,7 @@ class SampleRNG:
 
     Every draw of the objective is made row by row from the row's own
     generator, in a fixed order (position keys, mask/keep split, random
-    tokens, Gumbel noise), so the randomness a sample receives depends only on
+    tokens, sampling noise), so the randomness a sample receives depends only on
     its seed.
 
     ``picks`` optionally gives, per sample, the number of positions the
@@ -284,19 +286,31 @@ def mask_batch(
     return Masked(corrupted, is_masked, positions, labels)
 
 
+def sample_from_weights(weights: Tensor, u: Tensor) -> Tensor:
+    """One id per row of (N, V) non-negative fp32 ``weights`` (unnormalised
+    probabilities), by inverse CDF with ``u`` (N,) uniform in [0, 1).
+
+    The first id whose cumulative weight exceeds ``u`` times the row's total:
+    exactly the categorical distribution, from one random number per row (the
+    Gumbel-max trick needs one per vocabulary entry, ~5% of a CPU step). An id
+    of zero weight is never chosen.
+    """
+    cdf = weights.cumsum(dim=-1)  # (N, V)
+    point = (u * cdf[:, -1]).unsqueeze(-1)  # (N, 1), below the row's total
+    return torch.searchsorted(cdf, point, right=True).squeeze(-1).clamp_(max=cdf.shape[-1] - 1)
+
+
 class _FusedMLMLoss(torch.autograd.Function):
-    """Mean cross-entropy over (N, V) logits, and a Gumbel-max sample from the same pass.
+    """Mean cross-entropy over (N, V) logits, and a sample from the same softmax pass.
 
     One fp32 pass computes the softmax; its ``(softmax - onehot) / N`` is the
     gradient, kept for backward, so no log-softmax backward and no (N, V)
     zero-fill is needed. It is kept in bf16 under bf16 autocast (fp32's
     exponent range, half the memory) but in fp32 under fp16: most entries are
     below fp16's smallest subnormal (6e-8) before the loss scale multiplies
-    them, and would be flushed to zero; backward scales them first, then casts. The sample uses the Gumbel-max
-    trick in its multiplicative form: ``argmax(logits + G)`` with
-    ``G = -log(E)``, ``E ~ Exp(1)``, equals ``argmax(exp(logits) / E)``, which
-    reuses the exponentials already computed (fp32 throughout). ``noise`` is
-    uniform in [0, 1) and is consumed (E = -log u is formed in place).
+    them, and would be flushed to zero; backward scales them first, then casts.
+    The sample reuses the exponentials (:func:`sample_from_weights`); ``noise``
+    is (N, 1) uniform in [0, 1).
     """
 
     @staticmethod
@@ -310,8 +324,7 @@ class _FusedMLMLoss(torch.autograd.Function):
         x.sub_(top[:, None]).exp_()  # unnormalised probabilities, max 1
         total = x.sum(dim=-1)
         loss = (total.log() + top - target).mean()
-        # exp(logit) / E with E = -log(u): argmax of x / (-log u) = argmin of x / log u.
-        sampled = noise.log_().reciprocal_().mul_(x).argmin(dim=-1)
+        sampled = sample_from_weights(x, noise[:, 0])
         x.div_(total[:, None])
         x[rows, labels] -= 1.0
         x.div_(max(x.shape[0], 1))
@@ -339,28 +352,27 @@ def mlm_loss_and_sample(
     if logits.shape[0] == 0:
         empty = labels.new_empty(0)
         return logits.sum() * 0.0, empty, empty
-    noise = _uniform_rows(rng, rows_per_sample, logits.shape[1], logits.shape[0], logits.device)
+    noise = _uniform_rows(rng, rows_per_sample, 1, logits.shape[0], logits.device)
     return _FusedMLMLoss.apply(logits, labels, noise)
 
 
 @torch.no_grad()
-def gumbel_sample(
+def sample_softmax(
     logits: Tensor,
     rng: Randomness,
     temperature: float = 1.0,
     rows_per_sample: Tensor | None = None,
 ) -> Tensor:
-    """Sample one id per row of (N, V) logits by Gumbel-max, in fp32.
+    """Sample one id per row of (N, V) logits from softmax(logits / temperature), in fp32.
 
-    fp16 Gumbel noise overflows (-log(-log(u)) for u near 1) and gives NaN, so
-    the logits are upcast whatever the autocast dtype. ``rows_per_sample``
-    (B,) says how many consecutive rows belong to each sample (needed with a
-    :class:`SampleRNG`).
+    The logits are upcast whatever the autocast dtype (an fp16 softmax of
+    large logits overflows). ``rows_per_sample`` (B,) says how many
+    consecutive rows belong to each sample (needed with a :class:`SampleRNG`).
     """
-    logits = logits.detach().float() / temperature
-    u = _uniform_rows(rng, rows_per_sample, logits.shape[1], logits.shape[0], logits.device)
-    gumbel = -torch.log(-torch.log(u + 1e-9) + 1e-9)
-    return (logits + gumbel).argmax(dim=-1)
+    x = logits.detach().float() / temperature
+    weights = (x - x.max(dim=-1, keepdim=True).values).exp_()
+    u = _uniform_rows(rng, rows_per_sample, 1, x.shape[0], x.device)
+    return sample_from_weights(weights, u[:, 0])
 
 
 @dataclass
@@ -514,7 +526,7 @@ class ElectraForPretraining(nn.Module):
             mlm_loss, sampled, gen_pred = mlm_loss_and_sample(gen_logits, m.labels, rng, rows)
         else:
             mlm_loss = F.cross_entropy(gen_logits.float(), m.labels)  # mean over masked
-            sampled = gumbel_sample(gen_logits, rng, obj.temperature, rows)
+            sampled = sample_softmax(gen_logits, rng, obj.temperature, rows)
             gen_pred = gen_logits.detach().argmax(-1)
         corrupted = input_ids.clone()
         corrupted.view(-1).index_copy_(0, m.positions, sampled)
