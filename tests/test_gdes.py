@@ -295,6 +295,7 @@ def test_init_from_a_gdes_export(blocks: Path, tmp_path: Path, sharing: str) -> 
     Trainer(_gdes_run(blocks, src)).fit()
     hf_disc = src / "hf" / "discriminator"
     exported = load_discriminator(hf_disc).eval()
+    assert "embedding sharing gdes" in (hf_disc / "README.md").read_text()
 
     # The continued model's discriminator starts as the export, exactly.
     model = ElectraForPretraining(
