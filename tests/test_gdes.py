@@ -179,6 +179,23 @@ def test_tied_discriminator_loss_does_reach_the_shared_table() -> None:
     assert _reached(model.generator.electra.embeddings.word_embeddings.weight)
 
 
+def test_disc_mlm_head_reads_the_merged_table() -> None:
+    torch.manual_seed(0)
+    objective = ObjectiveConfig(embedding_sharing="gdes", disc_mlm_weight=1.0)
+    model = ElectraForPretraining(preset("tiny"), objective, SPECIAL)
+    shared, disc, tables, deltas = _shared_and_deltas(model)
+    assert torch.equal(model.disc_mlm_head.weight, tables[0] + deltas[0])
+    _loss(model, "disc_mlm_loss").backward()
+    assert _reached(deltas[0]) and tables[0].grad is None
+
+
+def test_mlm_ignores_embedding_sharing() -> None:
+    torch.manual_seed(0)
+    objective = ObjectiveConfig(objective="mlm", embedding_sharing="gdes")
+    model = ElectraForPretraining(preset("tiny"), objective, SPECIAL)
+    assert model.discriminator is None and not any("delta" in k for k in model.state_dict())
+
+
 def test_deltas_are_fp32_and_weight_decayed_like_the_tables() -> None:
     model = _model("gdes")
     _, _, _, deltas = _shared_and_deltas(model)
