@@ -75,7 +75,8 @@ class ElectraEmbeddings(nn.Module):
 
     In ELECTRA pre-training this whole module is shared by the generator and
     the discriminator (the official code shares the ``embeddings`` scope), so
-    both see the same ``Parameter`` objects.
+    both see the same ``Parameter`` objects; under gradient-disentangled sharing
+    the discriminator reads its tables through :class:`DisentangledEmbeddings`.
     """
 
     def __init__(self, config: ElectraConfig) -> None:
@@ -182,11 +183,13 @@ def plain_state_dict(module: nn.Module) -> dict[str, Tensor]:
         f"{name}.": m for name, m in module.named_modules() if isinstance(m, DisentangledEmbeddings)
     }
     out: dict[str, Tensor] = {}
+    done: set[str] = set()
     for key, value in module.state_dict().items():
         prefix = next((p for p in merged if key.startswith(p)), None)
         if prefix is None:
             out[key] = value
-        elif prefix + "LayerNorm.weight" not in out:  # first key of the module: all of it
+        elif prefix not in done:  # the module's first key: all of its plain entries, in place
+            done.add(prefix)
             out.update({prefix + k: v for k, v in merged[prefix].plain_state().items()})
     return out
 
