@@ -12,6 +12,10 @@ hand edits for is done here:
   discriminator's, as in the official code (whose checkpoints hold a single
   table); a generator directory whose own copy differs is used with the
   discriminator's tables, and the log says so;
+* with ``objective.embedding_sharing = "gdes"`` the discriminator directory's
+  tables become the generator-owned shared ones, its embedding LayerNorm the
+  discriminator's own, and the discriminator's deltas start at zero: the
+  model starts from exactly the directory's discriminator;
 * many releases ship only the discriminator: a fresh generator of
   ``objective.generator_size`` is then built over its embeddings;
 * the blocks must have been prepared with the checkpoint's tokenizer: the
@@ -38,6 +42,7 @@ from electra.checkpoint import CheckpointError
 from electra.config import ConfigError, ElectraConfig, generator_config
 from electra.files import sha256_file
 from electra.hf import WEIGHT_FILES, load_into, read_config, read_weights
+from electra.model import EMBEDDING_TABLES, DisentangledEmbeddings
 from electra.pretraining import ElectraForPretraining, ObjectiveConfig
 from electra.special import SpecialIds
 from electra.tokenizer import TokenizerError, load_tokenizer, tokenizer_sha256
@@ -246,7 +251,7 @@ def load_start_weights(model: ElectraForPretraining, init: InitConfig) -> list[s
     discriminator's (two separately trained models), that is said.
     """
     state, source = read_weights(init.discriminator)
-    load_into(model.discriminator, state, source)
+    load_discriminator_weights(model, state, source)
     notes = [f"continuing from {init.discriminator} ({source})"]
     gen_cfg = model.generator.config
     if not init.generator:
@@ -259,7 +264,7 @@ def load_start_weights(model: ElectraForPretraining, init: InitConfig) -> list[s
         return notes
     gen_state, gen_source = read_weights(init.generator)
     load_into(model.generator, gen_state, gen_source, skip=(_EMBEDDINGS,))
-    shared = model.discriminator.electra.embeddings.state_dict()
+    shared = model.shared_embeddings.state_dict()
     differ = [
         _EMBEDDINGS + k
         for k, v in shared.items()
@@ -274,3 +279,22 @@ def load_start_weights(model: ElectraForPretraining, init: InitConfig) -> list[s
             "embedding table)"
         )
     return notes
+
+
+def load_discriminator_weights(model: ElectraForPretraining, state: dict, source: str) -> None:
+    """A plain ELECTRA discriminator's tensors (HF names) into ``model.discriminator``.
+
+    Tied, that is a key-for-key copy. Under gdes the directory's tables go to the
+    shared (generator-owned) embedding module, its LayerNorm to the discriminator's
+    own, and the deltas are zeroed, so the merged tables are the directory's.
+    """
+    embeddings = model.discriminator.electra.embeddings
+    if not isinstance(embeddings, DisentangledEmbeddings):
+        load_into(model.discriminator, state, source)
+        return
+    load_into(model.discriminator, state, source, skip=(_EMBEDDINGS,))
+    load_into(model.shared_embeddings, state, source, prefix=_EMBEDDINGS)
+    load_into(embeddings.LayerNorm, state, source, prefix=_EMBEDDINGS + "LayerNorm.")
+    with torch.no_grad():
+        for name in EMBEDDING_TABLES:
+            getattr(embeddings, f"{name}_delta").zero_()

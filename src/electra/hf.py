@@ -26,7 +26,7 @@ from electra.checkpoint import CheckpointError
 from electra.config import ConfigError, ElectraConfig, from_dict
 from electra.files import atomic_path, atomic_write_json
 from electra.files import atomic_write_bytes as atomic_write_bytes  # re-export: finetune uses it
-from electra.model import ElectraDiscriminator, ElectraGenerator, ElectraModel
+from electra.model import ElectraDiscriminator, ElectraGenerator, ElectraModel, plain_state_dict
 
 TOKENIZER_FILES = (
     "vocab.txt",
@@ -256,10 +256,15 @@ def hf_config_dict(config: ElectraConfig, architecture: str, **extra: Any) -> di
 
 
 def unique_state_dict(module: nn.Module, prefix: str = "") -> dict[str, Tensor]:
-    """State dict with each storage once, contiguous, on CPU, fp32 kept as is."""
+    """State dict with each storage once, contiguous, on CPU, fp32 kept as is.
+
+    A discriminator trained with gradient-disentangled embedding sharing gives
+    its merged tables (shared + delta) under the plain ELECTRA names
+    (:func:`~electra.model.plain_state_dict`), so the export has no extra keys.
+    """
     seen: set[int] = set()
     out = {}
-    for name, tensor in module.state_dict(keep_vars=False).items():
+    for name, tensor in plain_state_dict(module).items():
         key = id(tensor) if not tensor.numel() else tensor.data_ptr()
         if key in seen:
             continue

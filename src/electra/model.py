@@ -75,7 +75,8 @@ class ElectraEmbeddings(nn.Module):
 
     In ELECTRA pre-training this whole module is shared by the generator and
     the discriminator (the official code shares the ``embeddings`` scope), so
-    both see the same ``Parameter`` objects.
+    both see the same ``Parameter`` objects; under gradient-disentangled sharing
+    the discriminator reads its tables through :class:`DisentangledEmbeddings`.
     """
 
     def __init__(self, config: ElectraConfig) -> None:
@@ -87,20 +88,110 @@ class ElectraEmbeddings(nn.Module):
         self.LayerNorm = nn.LayerNorm(E, eps=config.layer_norm_eps)
         self.dropout = Dropout(config.hidden_dropout_prob)
 
+    @property
+    def padding_idx(self) -> int | None:
+        return self.word_embeddings.padding_idx
+
     def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
-        L = input_ids.shape[1]
-        if L > self.position_embeddings.num_embeddings:
-            raise ValueError(
-                f"sequence length {L} exceeds max_position_embeddings "
-                f"{self.position_embeddings.num_embeddings}"
-            )
-        x = self.word_embeddings(input_ids)  # (B, L, E)
-        x = x + self.position_embeddings.weight[:L]  # broadcast over B
-        if token_type_ids is None:
-            x = x + self.token_type_embeddings.weight[0]
-        else:
-            x = x + self.token_type_embeddings(token_type_ids)
-        return self.dropout(self.LayerNorm(x))
+        return _embed(
+            self,
+            input_ids,
+            token_type_ids,
+            self.word_embeddings.weight,
+            self.position_embeddings.weight,
+            self.token_type_embeddings.weight,
+        )
+
+
+def _embed(
+    module: ElectraEmbeddings | DisentangledEmbeddings,
+    input_ids: Tensor,
+    token_type_ids: Tensor | None,
+    word: Tensor,
+    position: Tensor,
+    token_type: Tensor,
+) -> Tensor:
+    """Sum of the three (V|P|T, E) tables' rows, then ``module``'s LayerNorm and dropout."""
+    L = input_ids.shape[1]
+    if L > position.shape[0]:
+        raise ValueError(f"sequence length {L} exceeds max_position_embeddings {position.shape[0]}")
+    x = F.embedding(input_ids, word, module.padding_idx)  # (B, L, E)
+    x = x + position[:L]  # broadcast over B
+    types = token_type[0] if token_type_ids is None else F.embedding(token_type_ids, token_type)
+    x = x + types
+    return module.dropout(module.LayerNorm(x))
+
+
+EMBEDDING_TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")
+"""The tables of :class:`ElectraEmbeddings` that embedding sharing shares."""
+
+
+class DisentangledEmbeddings(nn.Module):
+    """The discriminator's embeddings under gradient-disentangled embedding sharing.
+
+    GDES (DeBERTa-v3, He et al., 2021): the generator owns the word, position
+    and token-type tables and is the only model whose loss updates them; the
+    discriminator looks them up as ``stop_gradient(shared) + delta``, with
+    ``delta`` a zero-initialised table of its own, so its loss moves only the
+    delta. The two losses then stop pulling one table in opposite directions
+    (the generator wants similar tokens close, the discriminator apart).
+
+    The LayerNorm is the discriminator's own, as in DeBERTa-v3 (only the
+    tables are shared there). :meth:`tables` is the one place the merge is
+    computed: :meth:`forward` uses it, and so does :func:`plain_state_dict`,
+    which exports the discriminator as a plain ELECTRA whose tables are the
+    merged ``shared + delta`` (the same fp32 sums, so the same outputs).
+    """
+
+    def __init__(self, shared: ElectraEmbeddings, config: ElectraConfig) -> None:
+        super().__init__()
+        self.shared = [shared]  # a list hides the owner's parameters from this module's
+        self.padding_idx = shared.word_embeddings.padding_idx
+        for name in EMBEDDING_TABLES:
+            table = getattr(shared, name).weight
+            delta = torch.zeros(table.shape, dtype=torch.float32, device=table.device)
+            setattr(self, f"{name}_delta", nn.Parameter(delta))
+        self.LayerNorm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
+        self.LayerNorm.to(shared.LayerNorm.weight.device)
+        self.dropout = Dropout(config.hidden_dropout_prob)
+
+    def table(self, name: str) -> Tensor:
+        """The shared table ``name``, without its gradient, plus this model's delta."""
+        return getattr(self.shared[0], name).weight.detach() + getattr(self, f"{name}_delta")
+
+    def tables(self) -> dict[str, Tensor]:
+        """:meth:`table` of each of :data:`EMBEDDING_TABLES`."""
+        return {name: self.table(name) for name in EMBEDDING_TABLES}
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
+        t = self.tables()
+        return _embed(self, input_ids, token_type_ids, *(t[n] for n in EMBEDDING_TABLES))
+
+    def plain_state(self) -> dict[str, Tensor]:
+        """This module's state as an :class:`ElectraEmbeddings` (HF names), tables merged."""
+        with torch.no_grad():
+            state = {f"{n}.weight": t for n, t in self.tables().items()}
+        state.update({f"LayerNorm.{k}": v for k, v in self.LayerNorm.state_dict().items()})
+        return state
+
+
+def plain_state_dict(module: nn.Module) -> dict[str, Tensor]:
+    """``module.state_dict()`` with every :class:`DisentangledEmbeddings` inside replaced
+    by the plain ``ElectraEmbeddings`` entries it computes (tables merged): what a Hugging
+    Face ``ElectraForPreTraining`` loads. The same as ``state_dict()`` when there is none."""
+    merged = {
+        f"{name}.": m for name, m in module.named_modules() if isinstance(m, DisentangledEmbeddings)
+    }
+    out: dict[str, Tensor] = {}
+    done: set[str] = set()
+    for key, value in module.state_dict().items():
+        prefix = next((p for p in merged if key.startswith(p)), None)
+        if prefix is None:
+            out[key] = value
+        elif prefix not in done:  # the module's first key: all of its plain entries, in place
+            done.add(prefix)
+            out.update({prefix + k: v for k, v in merged[prefix].plain_state().items()})
+    return out
 
 
 class SelfAttention(nn.Module):
@@ -345,14 +436,18 @@ class TiedLMHead(nn.Module):
     the HF key ``generator_lm_head.bias`` still matches.
     """
 
-    def __init__(self, word_embeddings: nn.Embedding) -> None:
+    def __init__(self, word_embeddings: nn.Embedding | DisentangledEmbeddings) -> None:
         super().__init__()
         self.word_embeddings = [word_embeddings]  # a list hides it from named_parameters
-        self.bias = nn.Parameter(torch.zeros(word_embeddings.num_embeddings))
+        self.bias = nn.Parameter(torch.zeros(self.weight.shape[0]))
 
     @property
     def weight(self) -> Tensor:
-        return self.word_embeddings[0].weight
+        """The word table (under GDES, the discriminator's merged one)."""
+        source = self.word_embeddings[0]
+        if isinstance(source, DisentangledEmbeddings):
+            return source.table("word_embeddings")
+        return source.weight
 
     def forward(self, x: Tensor) -> Tensor:
         return F.linear(x, self.weight, self.bias)  # (..., E) -> (..., V)

@@ -64,6 +64,7 @@ def card_facts(config: dict[str, Any], step: int, summary: dict[str, Any] | None
         "model": model,
         "generator": generator,
         "objective": objective["objective"],
+        "embedding_sharing": objective.get("embedding_sharing", "tied"),
         "step": step,
         "tokens": step * optim["batch_size"] * length,
         "train_flops": step * per_step,
@@ -181,7 +182,7 @@ def model_card(kind: str, facts: dict[str, Any]) -> str:
         "",
         "## Training",
         "",
-        f"- objective: {facts['objective']}",
+        f"- objective: {facts['objective']}{_sharing(facts)}",
         f"- steps: {facts['step']:,} of {facts['batch_size']} blocks{minutes}{stopped}",
         f"- tokens: {facts['tokens']:,}",
         f"- training FLOPs: {facts['train_flops']:.3g} (counted as the ELECTRA paper does)",
@@ -266,3 +267,13 @@ def write_card_text(directory: str | Path, text: str) -> Path:
     path = Path(directory) / "README.md"
     atomic_write_bytes(path, text.encode("utf-8"))
     return path
+
+
+def _sharing(facts: dict[str, Any]) -> str:
+    """Said only when not the paper's tied sharing (cards of tied runs are unchanged)."""
+    if facts.get("embedding_sharing", "tied") == "tied":
+        return ""
+    return (
+        f", embedding sharing {facts['embedding_sharing']} (the discriminator's tables here "
+        "are the merged shared table + its delta)"
+    )

@@ -43,7 +43,9 @@ from torch import Tensor, nn
 
 from electra.config import ConfigError, ElectraConfig, generator_config
 from electra.model import (
+    DisentangledEmbeddings,
     ElectraDiscriminator,
+    ElectraEmbeddings,
     ElectraGenerator,
     GeneratorPredictions,
     TiedLMHead,
@@ -91,6 +93,20 @@ class ObjectiveConfig:
             "auxiliary loss on the discriminator, predicting the original token at the "
             "chosen positions of the corrupted input (a corrective LM) through a head tied "
             "to the embeddings. The head is used in pre-training only, never exported."
+        },
+    )
+
+    embedding_sharing: Literal["tied", "gdes"] = field(
+        default="tied",
+        metadata={
+            "doc": "RTD: how generator and discriminator share the word, position and "
+            "token-type tables. tied (the paper): one table trained by both losses. gdes "
+            "(DeBERTa-v3's gradient-disentangled sharing): the generator owns the tables and "
+            "only its loss updates them; the discriminator reads stop_gradient(table) + a "
+            "zero-initialised delta of its own (weight-decayed like the table) and has its "
+            "own embedding LayerNorm. Exports merge table + delta: the discriminator stays "
+            "a plain ElectraForPreTraining. Ignored by mlm (nothing shared), like the other "
+            "RTD settings."
         },
     )
 
@@ -422,8 +438,13 @@ class ElectraForPretraining(nn.Module):
     For RTD the generator is built from the discriminator config scaled by
     ``generator_size`` (or from ``generator_cfg``, e.g. a released generator's
     shape) and shares the discriminator's embedding module (word, position and
-    token-type tables and their LayerNorm: the same ``Parameter`` objects). For
-    MLM there is only ``generator``, at the full size.
+    token-type tables and their LayerNorm: the same ``Parameter`` objects). With
+    ``objective.embedding_sharing = "gdes"`` the generator owns that module instead
+    and the discriminator reads its tables through
+    :class:`~electra.model.DisentangledEmbeddings` (stop-gradient plus its own
+    delta). Either way the weights are drawn in the same order, so a gdes model
+    starts with exactly the tied model's outputs. For MLM there is only
+    ``generator``, at the full size.
     """
 
     def __init__(
@@ -444,10 +465,11 @@ class ElectraForPretraining(nn.Module):
         self.special = special
         if objective.kind.has_discriminator:
             self.discriminator = ElectraDiscriminator(config)
+            shared = self.discriminator.electra.embeddings
+            if objective.embedding_sharing == "gdes":  # the generator becomes the owner
+                self.discriminator.electra.embeddings = DisentangledEmbeddings(shared, config)
             gen_cfg = generator_cfg or generator_config(config, objective.generator_size)
-            self.generator = ElectraGenerator(
-                gen_cfg, embeddings=self.discriminator.electra.embeddings
-            )
+            self.generator = ElectraGenerator(gen_cfg, embeddings=shared)
             if objective.disc_prior_bias:
                 p = objective.mask_prob
                 with torch.no_grad():
@@ -458,8 +480,11 @@ class ElectraForPretraining(nn.Module):
                 # Pre-training only: not part of the discriminator, so never exported.
                 self.disc_mlm_predictions = GeneratorPredictions(config)
                 init_weights(self.disc_mlm_predictions, config.initializer_range)
+                disc_embeddings = self.discriminator.electra.embeddings
                 self.disc_mlm_head = TiedLMHead(
-                    self.discriminator.electra.embeddings.word_embeddings
+                    disc_embeddings
+                    if isinstance(disc_embeddings, DisentangledEmbeddings)
+                    else disc_embeddings.word_embeddings
                 )
         else:
             self.discriminator = None
@@ -468,6 +493,12 @@ class ElectraForPretraining(nn.Module):
     @property
     def generator_config(self) -> ElectraConfig:
         return self.generator.config
+
+    @property
+    def shared_embeddings(self) -> ElectraEmbeddings:
+        """The embedding module the generator shares (RTD): the discriminator's when tied,
+        the generator's own under gdes; the MLM encoder's for MLM."""
+        return self.generator.electra.embeddings
 
     def encoder_to_keep(self) -> nn.Module:
         """The model users fine-tune: the discriminator (RTD) or the MLM encoder."""
