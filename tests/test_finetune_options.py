@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import torch
 
+import electra.compare as compare_module
 import electra.finetune.run as run_module
 from electra.cli import command_parser
 from electra.compare import CompareCommand, finetune_point, finetune_settings
@@ -143,7 +144,13 @@ def test_fine_tuning_options_of_compare_and_demo_name_finetune_fields(cls: type)
 def built(monkeypatch: pytest.MonkeyPatch) -> list[FinetuneArgs]:
     """The FinetuneArgs that compare and demo hand to ``finetune`` (which does not run)."""
     calls: list[FinetuneArgs] = []
-    monkeypatch.setattr(run_module, "finetune", lambda args: calls.append(args) or {})
+
+    def record(args: FinetuneArgs) -> dict:
+        calls.append(args)
+        return {}
+
+    monkeypatch.setattr(run_module, "finetune", record)  # demo imports it when it runs
+    monkeypatch.setattr(compare_module, "finetune", record)  # compare at the top
     return calls
 
 
