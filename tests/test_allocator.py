@@ -25,7 +25,7 @@ def test_auto_prefers_tcmalloc_then_tuned_glibc(monkeypatch: pytest.MonkeyPatch)
     assert allocator.choose({}) == "tcmalloc"
     monkeypatch.setattr(allocator, "find_tcmalloc", lambda: None)
     assert allocator.choose({}) == "glibc-tuned"
-    assert allocator.choose({"ELECTRA_NO_TCMALLOC": "1"}) == "glibc-tuned"  # the older switch
+    assert allocator.choose({"ELECTRA_NO_TCMALLOC": "1"}) == "default"  # the older switch
     monkeypatch.setattr(allocator, "is_glibc", lambda: False)  # musl, macOS: nothing to tune
     assert allocator.choose({}) == "default"
 
@@ -106,3 +106,15 @@ def test_training_commands_restart_and_others_do_not(monkeypatch: pytest.MonkeyP
     with pytest.raises(SystemExit):
         cli.main()
     assert calls == [["-m", "electra.cli", "pretrain", "--help"]]
+
+
+def test_an_unknown_allocator_is_a_message_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from electra import cli
+
+    monkeypatch.delenv("ELECTRA_ALLOCATOR_SET", raising=False)
+    monkeypatch.setenv("ELECTRA_ALLOCATOR", "bogus")
+    monkeypatch.setattr(sys, "argv", ["electra", "finetune", "--help"])
+    assert cli.main() == 2
+    assert "electra finetune: error: ELECTRA_ALLOCATOR='bogus'" in capsys.readouterr().err

@@ -80,3 +80,21 @@ def test_arm_runs_are_keyed_by_their_recipe(blocks: Path, tmp_path: Path) -> Non
     others = {arm_run_dir(c, "rtd", blocks, tmp_path) for c in changed}
     assert run not in others and len(others) == 3
     assert arm_run_dir(base, "mlm", blocks, tmp_path).name.startswith("mlm-")
+
+
+def test_runs_keyed_before_a_new_recipe_option_are_still_found(tmp_path: Path) -> None:
+    """A default-valued option added later (embedding_sharing) leaves the arm's key alone."""
+    import dataclasses
+
+    from electra.compare import _fingerprint
+    from electra.train import load_config
+
+    blocks, out = tmp_path / "blocks", tmp_path / "out"
+    recipe = load_config("cpu", ["objective.objective='rtd'"])
+    recipe.data.blocks = str(blocks)
+    before = dataclasses.asdict(recipe)
+    del before["objective"]["embedding_sharing"]  # the recipe as it was before the option
+    cmd = CompareCommand()
+    assert arm_run_dir(cmd, "rtd", blocks, out).name == f"rtd-{_fingerprint([before, 1.8e14, 2])}"
+    gdes = CompareCommand(set=["objective.embedding_sharing='gdes'"])
+    assert arm_run_dir(gdes, "rtd", blocks, out) != arm_run_dir(cmd, "rtd", blocks, out)

@@ -124,8 +124,8 @@ def test_format_overrides_the_suffix(tmp_path: Path) -> None:
 def test_undecidable_txt_table_names_the_file(tmp_path: Path) -> None:
     ambiguous = tmp_path / "ambiguous.txt"
     ambiguous.write_text(AMBIGUOUS, encoding="utf-8")
-    with pytest.raises(DatasetError, match=r"ambiguous\.txt: cannot tell .*--format tsv"):
-        read_table(ambiguous)
+    # Both delimiters fit: TSV, what a .txt table meant before sniffing existed.
+    assert read_table(ambiguous)[0] == ["a,b", "c"]
     ragged = tmp_path / "ragged.txt"
     ragged.write_text("just a sentence\nanother, with a comma\n", encoding="utf-8")
     with pytest.raises(DatasetError, match=r"ragged\.txt: cannot tell .*neither"):
@@ -304,3 +304,16 @@ def test_setup_cli_logging_moved_but_still_importable() -> None:
 
 def test_format_error_is_a_value_error() -> None:
     assert issubclass(FormatError, ValueError)  # the CLI reports it as a usage error
+
+
+def test_format_reaches_custom_tagging_files(tmp_path: Path) -> None:
+    rows = tmp_path / "ner.txt"  # JSON Lines, named .txt
+    rows.write_text('{"tokens": ["서울", "가자"], "tags": ["B-LOC", "O"]}\n' * 4, encoding="utf-8")
+    opts = DataOptions(
+        train_file=str(rows), dev_file=str(rows), task_type="tagging", format="jsonl"
+    )
+    data = load_task_data("custom", opts)
+    examples = data.splits.train + data.splits.test
+    assert len(examples) == 4 and examples[0].tags == ["B-LOC", "O"]
+    with pytest.raises(DatasetError, match=r"ner\.txt: --format csv is not a tagging format"):
+        load_task_data("custom", dataclasses.replace(opts, format="csv"))

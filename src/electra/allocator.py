@@ -77,7 +77,7 @@ def choose(environ: Mapping[str, str]) -> str:
     """The allocator to run with: the user's ``ELECTRA_ALLOCATOR``, or the best available."""
     wanted = environ.get(ENV, "auto") or "auto"
     if environ.get("ELECTRA_NO_TCMALLOC") and wanted == "auto":
-        wanted = "glibc-tuned"  # the older switch: keep glibc, tuned
+        wanted = "default"  # the older switch: keep the default allocator
     if wanted not in CHOICES:
         raise AllocatorError(f"{ENV}={wanted!r}: expected one of {', '.join(CHOICES)}")
     if wanted == "tcmalloc" and find_tcmalloc() is None:

@@ -48,7 +48,7 @@ import typing
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from electra.allocator import reexec_for_speed
+from electra.allocator import AllocatorError, reexec_for_speed
 from electra.config import ConfigError, parse_value
 
 # name -> (module, function, one-line summary)
@@ -311,7 +311,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from_shell = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     if from_shell and argv and argv[0] in _ALLOCATOR_BOUND:
-        reexec_for_speed(["-m", "electra.cli", *argv])
+        try:
+            reexec_for_speed(["-m", "electra.cli", *argv])
+        except AllocatorError as exc:
+            print(f"electra {argv[0]}: error: {exc}", file=sys.stderr)
+            return 2
     top = argparse.ArgumentParser(
         prog="electra",
         description="Pre-train text encoders with ELECTRA's replaced token detection "

@@ -132,7 +132,7 @@ class CompareCommand:
 
 
 ARMS = tuple(OBJECTIVES)
-_COLOURS = {"rtd": "tab:red", "mlm": "tab:blue"}  # plot colour of each arm
+_COLOURS = {"rtd": "tab:red", "mlm": "tab:blue"}  # plot colour of each arm (else matplotlib's)
 
 
 def _log(msg: str) -> None:
@@ -190,12 +190,16 @@ def arm_run_dir(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> Path:
     """``OUT/ARM-XXXXXXXX``, keyed by the arm's recipe, blocks, budget and points.
 
     Changing the config, a ``--set``, the blocks or the budget therefore never reuses
-    (or resumes) a run trained with other settings.
+    (or resumes) a run trained with other settings. Options added to the recipe since
+    (``objective.embedding_sharing``) enter the key only when set away from their
+    default, so runs keyed before they existed are still found.
     """
-
     recipe = load_config(cmd.config, [*recipe_overrides(cmd), f"objective.objective='{arm}'"])
     recipe.data.blocks = str(blocks)
-    key = [dataclasses.asdict(recipe), cmd.budget_flops, cmd.points]
+    fields = dataclasses.asdict(recipe)
+    if fields["objective"].get("embedding_sharing") == "tied":
+        del fields["objective"]["embedding_sharing"]
+    key = [fields, cmd.budget_flops, cmd.points]
     return out / f"{arm}-{_fingerprint(key)}"
 
 
@@ -206,7 +210,6 @@ def pretrain_arm(
 
     Returns one record per point (steps, FLOPs, HF directory) and the FLOPs of one step.
     """
-
     run = arm_run_dir(cmd, arm, blocks, out)
     probe = load_config(cmd.config, [*recipe_overrides(cmd), f"objective.objective='{arm}'"])
     flops_step = _flops_per_step(probe, blocks)
@@ -439,7 +442,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 3.8), dpi=100, squeeze=False)
     base = next(p for p in result["points"] if p["arm"] == "none")
     for ax, task in zip(axes[0], tasks, strict=True):
-        for arm, colour in _COLOURS.items():
+        for arm in ARMS:
+            colour = _COLOURS.get(arm)
             pts = [base] + [p for p in result["points"] if p["arm"] == arm]
             x = [p["flops"] for p in pts]
             y = [100 * p["scores"][task]["median"] for p in pts]

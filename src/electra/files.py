@@ -50,6 +50,13 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
+def _umask() -> int:
+    """The process umask (read by setting it, then restoring it)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
     """A temporary file name beside ``path``: write it in the block; on success it is
@@ -58,6 +65,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a plain open() would not
     try:
         yield tmp
         fsync_file(tmp)

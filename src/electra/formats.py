@@ -198,13 +198,9 @@ def sniff_delimiter(path: str | os.PathLike[str], head: bytes | None = None) -> 
         "csv": _csv_field_counts(lines),
     }
     consistent = [name for name, c in counts.items() if len(c) == 1 and min(c) >= 2]
-    if len(consistent) == 1:
-        return consistent[0]
-    why = (
-        "both tabs and commas split every line evenly"
-        if consistent
-        else "neither tabs nor commas split every line into the same number of fields"
-    )
+    if consistent:
+        return consistent[0]  # both fit: TSV, what a .txt table always meant before
+    why = "neither tabs nor commas split every line into the same number of fields"
     raise FormatError(
         f"{path}: cannot tell whether this .txt table is tab- or comma-separated ({why} in "
         f"its first {len(lines)} lines); choose with --format tsv or --format csv"

@@ -25,7 +25,6 @@ from torch import Tensor, nn
 from electra.checkpoint import CheckpointError
 from electra.config import ConfigError, ElectraConfig, from_dict
 from electra.files import atomic_path, atomic_write_json
-from electra.files import atomic_write_bytes as atomic_write_bytes  # re-export: finetune uses it
 from electra.model import ElectraDiscriminator, ElectraGenerator, ElectraModel, plain_state_dict
 
 TOKENIZER_FILES = (
@@ -193,8 +192,6 @@ def read_weights(model_dir: str | os.PathLike[str]) -> tuple[dict[str, Tensor], 
 
 
 # Old private names, kept for callers not yet switched to the public ones.
-_normalise_keys = normalise_keys
-_weights_source = weights_source
 
 
 def _load(cls: Any, model_dir: str | os.PathLike[str], prefix: str = "") -> tuple[Any, ...]:

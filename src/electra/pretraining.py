@@ -309,7 +309,10 @@ def sample_from_weights(weights: Tensor, u: Tensor) -> Tensor:
     The first id whose cumulative weight exceeds ``u`` times the row's total:
     exactly the categorical distribution, from one random number per row (the
     Gumbel-max trick needs one per vocabulary entry, ~5% of a CPU step). An id
-    of zero weight is never chosen.
+    of zero weight is never chosen. (Exact up to fp32 rounding of the running
+    sum: an id whose weight is below its rounding error, ~1e-7 of the row's total
+    mass, can be skipped. The random stream differs from the Gumbel-max one, so a
+    checkpoint written before the change resumes correctly but not bit-exactly.)
     """
     cdf = weights.cumsum(dim=-1)  # (N, V)
     point = (u * cdf[:, -1]).unsqueeze(-1)  # (N, 1), below the row's total
@@ -364,7 +367,7 @@ def saved_grad_dtype(logits_dtype: torch.dtype) -> torch.dtype:
 def mlm_loss_and_sample(
     logits: Tensor, labels: Tensor, rng: Randomness, rows_per_sample: Tensor | None
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """(mean CE loss, Gumbel-max sample, argmax) of (N, V) generator logits at temperature 1."""
+    """(mean CE loss, a sample from the softmax, argmax) of (N, V) generator logits at temperature 1."""
     if logits.shape[0] == 0:
         empty = labels.new_empty(0)
         return logits.sum() * 0.0, empty, empty

@@ -373,6 +373,8 @@ def _data_options_for(ft: Finetuned, args: Any) -> DataOptions:
     for name in ("text_column", "text_pair_column", "label_column"):
         if getattr(args, name, ""):
             setattr(opts, name, getattr(args, name))
+    if getattr(args, "test_file", ""):
+        opts.format = ""  # the training files' --format says nothing of another file
     if not opts.task_type and ft.info.task == "custom":
         opts.task_type = ft.info.family
     return opts

@@ -407,9 +407,16 @@ class TaggingFamily(Family):
         return {"tagging_level": level, "oracle_f1_dev": oracle}
 
     def custom_reader(self, options: Any) -> Reader:
+        by_suffix = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json"}
+
         def read_tags(p: Path) -> list[TaggingExample]:
-            if p.suffix.lower() in (".jsonl", ".ndjson", ".json"):
-                _, rows = read_jsonl(p) if p.suffix.lower() != ".json" else read_json_array(p)
+            fmt = options.format or by_suffix.get(p.suffix.lower(), "conll")
+            if fmt not in ("jsonl", "json", "conll"):
+                raise DatasetError(
+                    f"{p}: --format {fmt} is not a tagging format: conll, jsonl, json"
+                )
+            if fmt != "conll":
+                _, rows = read_jsonl(p) if fmt == "jsonl" else read_json_array(p)
                 cols = list(rows[0][1]) if rows else []
                 tok_col = options.text_column or "tokens"
                 tag_col = options.label_column or "tags"
@@ -469,7 +476,7 @@ class QAFamily(Family):
         return {"num_labels": 2}
 
     def custom_reader(self, options: Any) -> Reader:
-        return lambda p: read_squad(p)
+        return lambda p: read_squad(p, format=options.format or None)
 
     def reads_lines(self, path: Path, format: str | None = None) -> bool:
         return False
