@@ -37,8 +37,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from electra.config import ConfigError, Override
 from electra.corpus import ReadOptions
 from electra.data import PrepareCommand, open_blocks, prepare
@@ -46,8 +44,7 @@ from electra.files import atomic_write_json
 from electra.finetune.baselines import floor_scores
 from electra.finetune.run import finetune, finetune_args_from, finetune_options
 from electra.flops import paper_train_flops_per_step
-from electra.hf import export_discriminator
-from electra.model import ElectraDiscriminator
+from electra.hf import export_random_discriminator
 from electra.objectives import OBJECTIVES
 from electra.paths import default_data_dir
 from electra.tokenizer import train_tokenizer
@@ -273,14 +270,10 @@ def _flops_per_step(cfg, blocks: Path) -> float:
 
 def untrained_encoder(cmd: CompareCommand, blocks: Path, out: Path) -> Path:
     """The same discriminator shape, randomly initialised: the no-pre-training baseline."""
-
     cfg = load_config(cmd.config, recipe_overrides(cmd))
     model_cfg = resolve_model(cfg, open_blocks(blocks, "train").vocab_size, "compare")
     target = out / f"none-{_fingerprint(dataclasses.asdict(model_cfg))}" / "hf" / "discriminator"
-    if not (target / "config.json").is_file():
-        torch.manual_seed(0)
-        export_discriminator(ElectraDiscriminator(model_cfg), target, blocks)
-    return target
+    return export_random_discriminator(model_cfg, target, blocks)
 
 
 def _fingerprint(obj: Any) -> str:
@@ -291,7 +284,6 @@ def _fingerprint(obj: Any) -> str:
 
 def finetune_settings(cmd: CompareCommand) -> str:
     """A short fingerprint of the fine-tuning options (results are reused only if equal)."""
-
     # "data": NSMC became balanced and results gained floors; older results are not reused.
     return _fingerprint({"data": "balanced-floors/1", **finetune_options(cmd)})
 

@@ -372,17 +372,10 @@ def random_start(pretrained: Path, out: Path, seed: int = 0) -> Path:
 
     Fine-tuned with the same recipe and seeds, it shows what pre-training added.
     """
-    import torch
+    from electra.hf import export_random_discriminator, read_config  # torch
 
-    from electra.hf import export_discriminator, read_config
-    from electra.model import ElectraDiscriminator
-
-    target = out / "hf" / "discriminator"
-    if not (target / "config.json").is_file():
-        cfg, _ = read_config(pretrained)
-        torch.manual_seed(seed)
-        export_discriminator(ElectraDiscriminator(cfg), target, tokenizer_dir=pretrained)
-    return target
+    cfg, _ = read_config(pretrained)
+    return export_random_discriminator(cfg, out / "hf" / "discriminator", pretrained, seed)
 
 
 def _median(summary: dict[str, Any], metric: str = "accuracy") -> float:

@@ -318,6 +318,25 @@ def export_discriminator(
     )
 
 
+def export_random_discriminator(
+    config: ElectraConfig,
+    out_dir: str | os.PathLike[str],
+    tokenizer_dir: str | os.PathLike[str] | None = None,
+    seed: int = 0,
+) -> Path:
+    """A randomly initialised discriminator of ``config`` (seeded), exported once.
+
+    The no-pre-training baseline of ``compare`` and the demo's random start:
+    fine-tuned with the same recipe, it shows what pre-training added. An
+    existing export in ``out_dir`` is kept.
+    """
+    out = Path(out_dir)
+    if not (out / "config.json").is_file():
+        torch.manual_seed(seed)
+        export_discriminator(ElectraDiscriminator(config), out, tokenizer_dir)
+    return out
+
+
 def export_generator(
     model: ElectraGenerator,
     out_dir: str | os.PathLike[str],
