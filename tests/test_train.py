@@ -332,3 +332,21 @@ def test_time_budget_stops_with_a_checkpoint(blocks: Path, tmp_path: Path) -> No
     assert summary["stopped"] == "max_minutes" and summary["step"] == 1
     assert ckpt.latest_valid(run / "checkpoints") is not None
     assert json.loads((run / "summary.json").read_text())["step"] == 1
+
+
+def test_time_based_checkpoints_never_evict_scheduled_ones(tmp_path) -> None:
+    """compare fine-tunes the checkpoints at its budget marks: a slow machine's extra
+    (time-based) saves must not prune them (seen: step 207 of 207/414/622 deleted)."""
+    state = {"w": torch.zeros(2)}
+    root = tmp_path / "checkpoints"
+    for step in (207, 398, 414, 621, 622):  # 398 and 621 off schedule (every 207)
+        ckpt.save(root, step, state, {"step": step}, {}, keep_last=4, scheduled_every=207)
+    assert [c.step for c in ckpt.step_dirs(root)] == [622, 621, 414, 207]
+    # without a schedule the newest keep_last stay, as before
+    for step in (1, 2, 3, 4):
+        ckpt.save(tmp_path / "plain", step, state, {}, {}, keep_last=2)
+    assert [c.step for c in ckpt.step_dirs(tmp_path / "plain")] == [4, 3]
+    # off-schedule saves beyond the newest go; scheduled ones up to keep_last stay
+    for step in (10, 13, 17, 20, 21, 30, 33):
+        ckpt.save(tmp_path / "mixed", step, state, {}, {}, keep_last=2, scheduled_every=10)
+    assert [c.step for c in ckpt.step_dirs(tmp_path / "mixed")] == [33, 30, 20]

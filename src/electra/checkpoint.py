@@ -123,8 +123,16 @@ def save(
     train_state: dict[str, Any],
     config: dict[str, Any],
     keep_last: int = 3,
+    scheduled_every: int = 0,
 ) -> Path:
-    """Write checkpoint ``step`` atomically under ``root`` and prune old ones."""
+    """Write checkpoint ``step`` atomically under ``root`` and prune old ones.
+
+    With ``scheduled_every`` (the run's ``save_every``), the ``keep_last`` newest
+    checkpoints at multiples of it are kept, plus the newest of all: a checkpoint
+    written off schedule (after ``save_every_minutes``, on a signal) never evicts a
+    scheduled one, which ``compare`` fine-tunes later. Without it, the
+    ``keep_last`` newest are kept.
+    """
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step:08d}"
     tmp = root / f".tmp-step-{step:08d}-{os.getpid()}"
@@ -152,9 +160,18 @@ def save(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    for old in step_dirs(root)[max(keep_last, 1) :]:
+    for old in _prunable(step_dirs(root), max(keep_last, 1), scheduled_every):
         shutil.rmtree(old.path, ignore_errors=True)
     return final
+
+
+def _prunable(newest_first: list[Checkpoint], keep_last: int, every: int) -> list[Checkpoint]:
+    """The checkpoints :func:`save` removes (see its docstring)."""
+    if every <= 0:
+        return newest_first[keep_last:]
+    scheduled = [c for c in newest_first if c.step % every == 0][:keep_last]
+    keep = {c.step for c in scheduled} | {c.step for c in newest_first[:1]}
+    return [c for c in newest_first if c.step not in keep]
 
 
 def load(path: Path) -> tuple[dict[str, Tensor], dict[str, Any], dict[str, Any]]:

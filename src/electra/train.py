@@ -141,7 +141,13 @@ class RunConfig:
     save_every_minutes: float = field(
         default=30.0, metadata={"doc": "Also checkpoint after this many minutes."}
     )
-    keep_last: int = field(default=3, metadata={"doc": "Checkpoints kept."})
+    keep_last: int = field(
+        default=3,
+        metadata={
+            "doc": "Checkpoints kept at multiples of save_every (plus the newest, whatever "
+            "its step: a time-based save never evicts a scheduled one)."
+        },
+    )
     max_minutes: float = field(
         default=0.0, metadata={"doc": "Stop (checkpoint, export) after this long (0: off)."}
     )
@@ -754,6 +760,7 @@ class Trainer:
                 train_state,
                 self.resolved,
                 self.cfg.run.keep_last,
+                scheduled_every=self.cfg.run.save_every,
             )
         if dist.is_initialized():
             dist.barrier()
