@@ -50,7 +50,7 @@ _TCMALLOC_GLOBS = (
 # huge pages on the heap (2 MiB faults instead of 4 KiB ones).
 GLIBC_TUNABLES = {
     "glibc.malloc.mmap_threshold": str(1 << 30),
-    "glibc.malloc.trim_threshold": str(1 << 34),
+    "glibc.malloc.trim_threshold": str(1 << 32),
     "glibc.malloc.hugetlb": "1",
 }
 
