@@ -15,7 +15,7 @@ import pytest
 
 from electra import train
 from electra.cli import add_dataclass_arguments, command_parser, config_leaves, main
-from electra.compare import CompareCommand, arm_run_dir
+from electra.compare import ARM_KEYS, CompareCommand, arm_run_dir
 from electra.config import ElectraConfig
 from electra.train import ModelKeys, PretrainCommand, PretrainConfig, pretrain_cli
 
@@ -164,8 +164,14 @@ def test_compare_takes_the_same_flags_and_keys_runs_by_the_result(tmp_path: Path
     blocks, out = tmp_path / "blocks", tmp_path / "out"
     assert arm_run_dir(cmd, "rtd", blocks, out) == arm_run_dir(by_set, "rtd", blocks, out)
     assert arm_run_dir(cmd, "rtd", blocks, out) != arm_run_dir(CompareCommand(), "rtd", blocks, out)
-    # compare fixes the objective of each arm: a flag cannot move it
-    mlm = CompareCommand(flags={"objective.objective": "mlm"})
+    # compare fixes the objective, blocks, run directory and steps of each arm: no flag
+    flags = options(parser)
+    assert "--optim.warmup_steps" in flags and "--run.seed" in flags
+    for key in ARM_KEYS:
+        assert f"--{key}" not in flags and f"--no-{key}" not in flags, key
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--optim.max_steps", "5"])
+    mlm = CompareCommand(flags={"objective.objective": "mlm"})  # nor does the Python API
     assert arm_run_dir(mlm, "rtd", blocks, out) == arm_run_dir(CompareCommand(), "rtd", blocks, out)
 
 

@@ -115,3 +115,26 @@ def test_demo_stops_when_pre_training_was_interrupted(
     with pytest.raises(SystemExit, match="interrupted at step 7.*run the demo again"):
         demo(cmd)
     assert not (tmp_path / "nsmc").exists()  # no fine-tuning of a model that was not exported
+
+
+def test_pretraining_text_never_holds_a_scored_review(data_dir: Path, tmp_path: Path) -> None:
+    """The demo pre-trains on NSMC reviews, minus every review of the dev and test splits."""
+    from electra.demo import _check_same_corpus, korean_corpus
+    from electra.finetune.tasks import DataOptions, load_task_data
+
+    files = korean_corpus(data_dir, tmp_path / "corpus", "reviews")
+    assert len(files) == 1
+    text = files[0].read_text(encoding="utf-8")
+    lines = set(text.splitlines())
+    splits = load_task_data("nsmc", DataOptions(data_dir=str(data_dir))).splits
+    scored = {" ".join(e.text.split()) for e in [*splits.dev, *splits.test]}
+    assert len(scored) > 10000 and not scored & lines
+    train = {" ".join(e.text.split()) for e in splits.train}
+    assert len(train & lines) > 0.95 * len(train - scored)  # the training reviews stay
+    assert text.count("\n\n") > 1000  # one film per document
+    both = korean_corpus(data_dir, tmp_path / "corpus", "wiki+reviews")
+    assert both[-1] == files[0] and all("kowiki" in str(p) for p in both[:-1])
+    # a vocabulary built from one corpus is never reused for another
+    _check_same_corpus(tmp_path, "reviews")
+    with pytest.raises(SystemExit, match="--corpus reviews"):
+        _check_same_corpus(tmp_path, "wiki+reviews")

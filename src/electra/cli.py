@@ -154,7 +154,8 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
         parser.usage = f"{usage}\n{indent}[--SECTION.FIELD VALUE ...]"
     for f in dotted:
         parser.set_defaults(**{f.name: {}})
-        add_dotted_arguments(parser, _resolve(f.metadata["dotted"]), into=f.name)
+        withheld = f.metadata.get("withheld", ())
+        add_dotted_arguments(parser, _resolve(f.metadata["dotted"]), f.name, withheld)
 
 
 def _resolve(ref: type | str) -> type:
@@ -248,11 +249,14 @@ def _add_dotted(parser: Any, key: str, tp: Any, doc: str, into: str) -> None:
         )
 
 
-def add_dotted_arguments(parser: argparse.ArgumentParser, cls: type, into: str) -> None:
+def add_dotted_arguments(
+    parser: argparse.ArgumentParser, cls: type, into: str, withheld: Sequence[str] = ()
+) -> None:
     """``--SECTION.FIELD`` for every field of config ``cls``, one argument group a section.
 
     Values land in ``namespace.<into>`` as ``{"SECTION.FIELD": value}``, only for the
-    flags given.
+    flags given. ``withheld`` keys get no flag: the command sets them itself (a flag
+    it would overwrite only misleads).
     """
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
@@ -265,7 +269,8 @@ def add_dotted_arguments(parser: argparse.ArgumentParser, cls: type, into: str) 
         summary = (inspect.getdoc(schema) or "").split("\n")[0]
         group = parser.add_argument_group(f.name, summary)
         for key, tp, doc in config_leaves(schema, f"{f.name}."):
-            _add_dotted(group, key, tp, doc, into)
+            if key not in withheld:
+                _add_dotted(group, key, tp, doc, into)
 
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:

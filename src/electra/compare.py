@@ -50,6 +50,18 @@ from electra.paths import default_data_dir
 from electra.tokenizer import train_tokenizer
 from electra.train import Trainer, export_run, load_config, resolve_model
 
+# Pre-training keys compare sets for each arm itself (so they get no --SECTION.FIELD flag).
+ARM_KEYS = (
+    "objective.objective",
+    "data.blocks",
+    "run.output_dir",
+    "optim.max_steps",
+    "run.save_every",
+    "run.keep_last",
+    "run.export",
+    "run.progress",
+)
+
 
 @dataclass
 class CompareCommand:
@@ -86,9 +98,10 @@ class CompareCommand:
             "doc": "Typed pre-training overrides {dotted key: value} (both arms), applied "
             "after --set (on the command line: --optim.learning_rate 3e-4 and so on). "
             "What compare fixes per arm (objective, blocks, run directory, steps, "
-            "checkpoints) wins over both.",
+            "checkpoints) wins over both and has no flag.",
             # By name: importing electra.train (torch) waits until compare runs.
             "dotted": "electra.train:PretrainConfig",
+            "withheld": ARM_KEYS,
         },
     )
     tasks: list[str] = field(

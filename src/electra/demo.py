@@ -34,15 +34,18 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from electra.corpus import ReadOptions
 from electra.data import PrepareCommand, open_blocks, prepare
-from electra.files import atomic_write_json
+from electra.files import atomic_write_json, atomic_write_text
 from electra.paths import default_data_dir
 from electra.report import build_report
 from electra.special import SpecialIds
 from electra.tokenizer import train_tokenizer
+
+Corpus = Literal["reviews", "wiki+reviews"]
+CORPORA: tuple[str, ...] = get_args(Corpus)
 
 
 @dataclass
@@ -53,6 +56,13 @@ class DemoCommand:
     output: str = field(default="runs/demo", metadata={"doc": "Output directory.", "short": "-o"})
     minutes: float = field(default=10.0, metadata={"doc": "Pre-training time budget."})
     vocab_size: int = field(default=16000, metadata={"doc": "Vocabulary size."})
+    corpus: Corpus = field(
+        default="reviews",
+        metadata={
+            "doc": "Pre-training text: reviews (NSMC reviews outside the scored dev/test "
+            "splits) or wiki+reviews (Korean Wikipedia too).",
+        },
+    )
     # "finetune": the FinetuneArgs field each sets (finetune_options).
     nsmc_train_examples: int = field(
         default=12000,
@@ -102,8 +112,15 @@ def _stage(n: int, title: str) -> float:
     return time.time()
 
 
-def korean_corpus(data_dir: Path) -> list[Path]:
-    """Korean Wikipedia (WikiExtractor output) and the NSMC raw review files."""
+def korean_corpus(data_dir: Path, out: Path, corpus: str = "reviews") -> list[Path]:
+    """The demo's pre-training (and vocabulary) text, written under ``out``.
+
+    ``reviews``: the NSMC raw reviews that the fine-tuning never scores (see
+    :func:`unscored_reviews`); ``wiki+reviews`` adds Korean Wikipedia
+    (WikiExtractor output).
+    """
+    if corpus not in CORPORA:
+        raise ValueError(f"--corpus must be one of {', '.join(CORPORA)}; got {corpus!r}")
     wiki = sorted((data_dir / "pretrain/ko/kowiki").glob("*/wiki_*"))
     nsmc = data_dir / "nsmc/raw_subset"
     if not wiki or not nsmc.is_dir():
@@ -112,7 +129,59 @@ def korean_corpus(data_dir: Path) -> list[Path]:
             "nsmc/raw_subset/). Point --data-dir (or ELECTRA_DATA_DIR) at a directory laid "
             "out like shared/data; see its MANIFEST.md"
         )
-    return [*wiki, nsmc]
+    reviews = unscored_reviews(data_dir, out / "nsmc_reviews.txt")
+    return [*wiki, reviews] if corpus == "wiki+reviews" else [reviews]
+
+
+def _check_same_corpus(out: Path, corpus: str) -> None:
+    """Refuse to reuse a vocabulary and blocks built from another ``--corpus``."""
+    stamp = out / "corpus" / "corpus.json"
+    if stamp.is_file():
+        was = json.loads(stamp.read_text())["corpus"]
+        if was != corpus:
+            raise SystemExit(
+                f"{out} was built with --corpus {was}; use another --output (or delete it) "
+                f"for --corpus {corpus}"
+            )
+    elif (out / "tokenizer" / "vocab.txt").is_file():
+        raise SystemExit(
+            f"{out} holds a vocabulary of an older demo (built with the scored NSMC reviews); "
+            "delete it or use another --output"
+        )
+    else:
+        atomic_write_json(stamp, {"corpus": corpus})
+
+
+def _normalise(text: str) -> str:
+    return " ".join(text.split())
+
+
+def unscored_reviews(data_dir: Path, path: Path) -> Path:
+    """Every raw NSMC review whose text is not in the fine-tuning's dev or test split.
+
+    Written to ``path`` as plain text, one review per line and one film per
+    document (a blank line between films), so short reviews pack into full
+    blocks. Neutral (5-8) and surplus reviews stay in: text without labels is
+    what domain pre-training is for; the reviews the demo scores (the whole
+    balanced dev and test splits, compared after collapsing whitespace) never
+    reach the vocabulary or the pre-training. Reused when already written.
+    """
+    if path.is_file():
+        return path
+    from electra.finetune.readers import read_json_array
+    from electra.finetune.tasks import DataOptions, load_task_data
+
+    splits = load_task_data("nsmc", DataOptions(data_dir=str(data_dir))).splits
+    held_out = {_normalise(e.text) for e in [*splits.dev, *splits.test]}
+    films = []
+    for f in sorted((data_dir / "nsmc/raw_subset").glob("*.json")):
+        _, rows = read_json_array(f)
+        texts = [_normalise(str(r.get("review") or "")) for _, r in rows]
+        if kept := [t for t in texts if t and t not in held_out]:
+            films.append("\n".join(kept) + "\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, "\n".join(films))
+    return path
 
 
 def estimate_step_seconds(cfg, block_length: int, vocab_size: int, steps: int = 3) -> float:
@@ -170,9 +239,8 @@ def demo(cmd: DemoCommand) -> dict[str, Any]:
     data_dir = Path(cmd.data_dir) if cmd.data_dir else default_data_dir()
     out = Path(cmd.output)
     out.mkdir(parents=True, exist_ok=True)
-    files = korean_corpus(data_dir)
-    if cmd.smoke:
-        files = [files[0]]  # one Wikipedia file is enough to exercise every stage
+    files = korean_corpus(data_dir, out / "corpus", cmd.corpus)
+    _check_same_corpus(out, cmd.corpus)
 
     t = _stage(1, f"vocabulary ({cmd.vocab_size if not cmd.smoke else 2000} WordPiece tokens)")
     tok = out / "tokenizer"
