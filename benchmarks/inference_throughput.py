@@ -37,7 +37,6 @@ fine-tuned on NSMC at 64 tokens::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
@@ -54,6 +53,7 @@ import torch
 from electra.finetune.common import TextExample
 from electra.finetune.modeling import read_task_info
 from electra.finetune.tasks import DataOptions, get_task, load_task_data, subsample
+from electra.provenance import versions
 
 BATCH = 32
 
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> None:
             "cores": os.cpu_count(),
             "python": platform.python_version(),
         },
-        "versions": {"torch": torch.__version__, **_versions()},
+        "versions": versions(("electra", "torch", "onnxruntime", "transformers")),
         "rows": rows,
     }
     out = Path(args.output)
@@ -298,16 +298,6 @@ def _cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
-
-
-def _versions() -> dict[str, str]:
-    import importlib.metadata
-
-    out = {}
-    for pkg in ("onnxruntime", "transformers"):
-        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-            out[pkg] = importlib.metadata.version(pkg)
-    return out
 
 
 if __name__ == "__main__":

@@ -21,10 +21,7 @@ with the file and line.
 
 from __future__ import annotations
 
-import contextlib
-import importlib.metadata
 import json
-import platform
 import sys
 import time
 from dataclasses import dataclass, field
@@ -37,6 +34,7 @@ from electra.finetune.common import DatasetError, where
 from electra.finetune.families import get_family
 from electra.finetune.readers import _lines, _open_text
 from electra.formats import format_help
+from electra.provenance import versions
 from electra.runtime import OnnxModel
 
 
@@ -178,14 +176,6 @@ def warn_input(args: PredictArgs, data: PredictInput, truncated: int, max_length
         )
 
 
-def versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for pkg in ("electra", "onnxruntime", "torch", "tokenizers", "numpy"):
-        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-            out[pkg] = importlib.metadata.version(pkg)
-    return out
-
-
 def predict(args: PredictArgs) -> dict[str, Any]:
     """Write one JSON line per input example; score it too when gold labels are given."""
     t0 = time.perf_counter()
@@ -225,7 +215,7 @@ def predict(args: PredictArgs) -> dict[str, Any]:
     if scores is not None:
         result["scores"] = scores
     result["seconds"] = time.perf_counter() - t0
-    result["versions"] = versions()
+    result["versions"] = versions(("electra", "onnxruntime", "torch", "tokenizers", "numpy"))
     summary = out.with_suffix(".results.json")
     atomic_write_json(summary, result, ensure_ascii=False)
     print(f"{len(lines)} predictions -> {out}")

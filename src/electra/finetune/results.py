@@ -7,12 +7,9 @@ predictions, the summaries over seeds and the printed tables.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import importlib.metadata
 import json
 import os
-import platform
 import shutil
 import statistics
 from collections.abc import Sequence
@@ -23,6 +20,7 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from electra import provenance
 from electra.files import atomic_write_bytes
 from electra.finetune.baselines import floor_lines
 from electra.finetune.features import TaskInfo
@@ -33,12 +31,13 @@ from electra.finetune.training import Prepared, TrainingJob
 RESULTS_FORMAT = "electra-finetune-results/1"
 
 
+# The packages a fine-tuning result depends on (recorded in results.json).
+PACKAGES = ("electra", "torch", "tokenizers", "numpy", "scikit-learn", "scipy", "seqeval")
+
+
 def versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for pkg in ("electra", "torch", "tokenizers", "numpy", "scikit-learn", "scipy", "seqeval"):
-        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-            out[pkg] = importlib.metadata.version(pkg)
-    return out
+    """Python and :data:`PACKAGES` versions, for results.json."""
+    return provenance.versions(PACKAGES)
 
 
 def now() -> str:
