@@ -66,8 +66,14 @@ def test_each_torchrun_rank_takes_its_local_gpu(
 def test_cuda_asked_for_without_a_gpu_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert train.resolve_device("auto") == torch.device("cpu")
-    with pytest.raises(ConfigError, match="no CUDA device"):
+    with pytest.raises(ConfigError, match="run.device = 'cuda:0': no CUDA device"):
         train.resolve_device("cuda:0")
+    # fine-tuning resolves its --device with the same function, named in the error
+    from electra.finetune.run import resolve_device
+
+    assert resolve_device is train.resolve_device
+    with pytest.raises(ConfigError, match="--device = 'cuda': no CUDA device"):
+        resolve_device("cuda", option="--device")
 
 
 def test_pretraining_tests_pin_the_cpu(tmp_path) -> None:

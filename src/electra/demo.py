@@ -196,9 +196,9 @@ def estimate_step_seconds(cfg, block_length: int, vocab_size: int, steps: int = 
     import torch
 
     from electra.optim import adamw
-    from electra.precision import autocast_for
+    from electra.precision import autocast_for, resolve_device
     from electra.pretraining import ElectraForPretraining
-    from electra.train import resolve_device, resolve_model
+    from electra.train import resolve_model
 
     device = resolve_device(cfg.run.device)
     model_cfg = resolve_model(cfg, vocab_size, "demo")

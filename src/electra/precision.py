@@ -1,4 +1,4 @@
-"""Which autocast precision is fast on this device, and its autocast context.
+"""The device a command runs on, which autocast precision is fast there, and its context.
 
 bf16 autocast is a speed-up only where the hardware multiplies bf16 natively:
 GPUs from Ampere on, and CPUs with AVX512-BF16 or AMX (x86) or the BF16
@@ -20,9 +20,35 @@ from pathlib import Path
 
 import torch
 
+from electra.config import ConfigError
+
 log = logging.getLogger("electra")
 
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+
+
+def resolve_device(
+    pref: str, local_rank: int = 0, world: int = 1, option: str = "run.device"
+) -> torch.device:
+    """The device this process runs on, always with an index when it is a GPU.
+
+    ``auto`` (or empty) is CUDA when available, else CPU. A bare ``cuda``
+    becomes ``cuda:LOCAL_RANK`` (``torch.cuda.set_device`` rejects a device
+    without an index). Under ``torchrun`` (``world > 1``) every rank takes its
+    own GPU, ``cuda:LOCAL_RANK``, even when ``cuda:N`` was asked for: a fixed
+    index would put all ranks of a node on one GPU. ``option`` names the
+    setting in the error when no GPU is there (``--device`` for fine-tuning).
+    """
+    if pref in ("", "auto"):
+        pref = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(pref)
+    if device.type != "cuda":
+        return device
+    if not torch.cuda.is_available():
+        raise ConfigError(f"{option} = {pref!r}: no CUDA device is available (use cpu)")
+    if world > 1 or device.index is None:
+        return torch.device("cuda", local_rank)
+    return device
 
 
 @functools.cache

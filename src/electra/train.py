@@ -76,7 +76,7 @@ from electra.hf import export_discriminator, export_generator
 from electra.modelcard import card_facts, write_model_card
 from electra.objectives import ObjectiveName
 from electra.optim import adamw, linear_warmup_decay, parameter_groups
-from electra.precision import autocast_for, resolve_precision
+from electra.precision import autocast_for, resolve_device, resolve_precision
 from electra.pretraining import (
     ElectraForPretraining,
     ObjectiveConfig,
@@ -255,27 +255,6 @@ class Dist:
     @property
     def main(self) -> bool:
         return self.rank == 0
-
-
-def resolve_device(pref: str, local_rank: int = 0, world: int = 1) -> torch.device:
-    """The device this process trains on, always with an index when it is a GPU.
-
-    ``auto`` is CUDA when available, else CPU. A bare ``cuda`` becomes
-    ``cuda:LOCAL_RANK`` (``torch.cuda.set_device`` rejects a device without an
-    index). Under ``torchrun`` (``world > 1``) every rank takes its own GPU,
-    ``cuda:LOCAL_RANK``, even when ``cuda:N`` was asked for: a fixed index
-    would put all ranks of a node on one GPU.
-    """
-    if pref == "auto":
-        pref = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(pref)
-    if device.type != "cuda":
-        return device
-    if not torch.cuda.is_available():
-        raise ConfigError(f"run.device = {pref!r}: no CUDA device is available (use cpu)")
-    if world > 1 or device.index is None:
-        return torch.device("cuda", local_rank)
-    return device
 
 
 def setup_distributed(device_pref: str) -> Dist:

@@ -55,12 +55,12 @@ from electra.finetune.training import (
     evaluate_prepared,
     gpu_defaults,
     prepare,
-    resolve_device,
     run_model,
     train_seed,
     truncated,
 )
 from electra.hf import read_config
+from electra.precision import resolve_device
 from electra.tokenizer import load_tokenizer, special_ids
 
 # ---------------------------------------------------------------------------
@@ -279,7 +279,7 @@ def finetune(args: FinetuneArgs) -> dict[str, Any]:
     model_dir = Path(args.model)
     if not model_dir.is_dir():
         raise FileNotFoundError(f"{model_dir}: no such model directory")
-    device = resolve_device(args.device)
+    device = resolve_device(args.device, option="--device")
     gpu_defaults(device)
     cfg, raw_config = read_config(model_dir)
     data = load_task_data(spec, args.data_options())
@@ -412,7 +412,7 @@ def examples_to_score(
 def evaluate(args: EvaluateArgs) -> dict[str, Any]:
     """Score a fine-tuned model on its task's test (or dev/train) split or on a file."""
     t0 = time.perf_counter()
-    device = resolve_device(args.device)
+    device = resolve_device(args.device, option="--device")
     ft = load_finetuned(args.model, device)
     info = ft.info
     spec = task_of(ft, args.task, args.model)
@@ -478,7 +478,7 @@ class TorchPredictor:
     precision = "fp32"
 
     def __init__(self, model_dir: str, device: str, bf16: bool, progress: bool) -> None:
-        self.device = resolve_device(device)
+        self.device = resolve_device(device, option="--device")
         self.ft = load_finetuned(model_dir, self.device)
         self.info = self.ft.info
         max_length = self.ft.family.truncation_length(self.info.settings.max_length)

@@ -59,10 +59,10 @@ from electra.finetune.training import (
     default_bf16,
     evaluate_prepared,
     prepare,
-    resolve_device,
     run_model,
     train_seed,
 )
+from electra.precision import resolve_device
 from electra.predict import PredictArgs, predict, predict_cli
 
 __all__ = [

@@ -32,15 +32,6 @@ from electra.precision import autocast_for, bf16_is_fast
 LOSS_READ_EVERY = 50  # training steps between reads of the running loss (a GPU sync)
 
 
-def resolve_device(name: str) -> torch.device:
-    """``auto`` (CUDA when available), ``cpu`` or ``cuda[:N]``."""
-    if name in ("", "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError("--device cuda: no CUDA device is available (use --device cpu)")
-    return torch.device(name)
-
-
 def set_seed(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
