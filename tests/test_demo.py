@@ -138,3 +138,27 @@ def test_pretraining_text_never_holds_a_scored_review(data_dir: Path, tmp_path: 
     _check_same_corpus(tmp_path, "reviews")
     with pytest.raises(SystemExit, match="--corpus reviews"):
         _check_same_corpus(tmp_path, "wiki+reviews")
+
+
+def test_a_stage_built_with_other_options_is_never_reused(tmp_path: Path) -> None:
+    """Re-running the demo with another --minutes or fine-tuning flag must not silently
+    reuse (or resume) a stage built with the old ones."""
+    from electra.demo import check_stage_options
+
+    stage = tmp_path / "pretrain"
+    check_stage_options(stage, {"minutes": 10.0, "smoke": False})  # new: stamped
+    assert json.loads((stage / "demo_options.json").read_text()) == {
+        "minutes": 10.0,
+        "smoke": False,
+    }
+    check_stage_options(stage, {"minutes": 10.0, "smoke": False})  # same options: reused
+    with pytest.raises(SystemExit, match=r"--minutes 10\.0 -> 5\.0.*delete it"):
+        check_stage_options(stage, {"minutes": 5.0, "smoke": False})
+    tuned = tmp_path / "nsmc-random-start"
+    check_stage_options(tuned, {"layer_decay": 1.0, "seeds": [1]})
+    with pytest.raises(SystemExit, match=r"--layer-decay 1\.0 -> 0\.8"):
+        check_stage_options(tuned, {"layer_decay": 0.8, "seeds": [1]})
+    old = tmp_path / "nsmc"  # built by a demo from before the stamps: reused as it is
+    old.mkdir()
+    check_stage_options(old, {"epochs": 3})
+    assert not (old / "demo_options.json").exists()

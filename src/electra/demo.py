@@ -21,7 +21,9 @@ natively (AVX512-BF16/AMX: about 1.6x faster) and fp32 elsewhere
 (``electra.precision``: emulated bf16 is ~80x slower on AVX2-only CPUs).
 
 Every stage shows progress and is reused when the demo is run again with the
-same options (delete the output directory to start over).
+same options; a stage built with other options (``--corpus``, ``--minutes``,
+the fine-tuning flags) is refused with a message rather than silently reused
+(delete the output directory to start over).
 
 PyTorch, and the modules that import it, are imported inside the functions
 that use them, so ``electra demo --help`` answers without loading it.
@@ -163,6 +165,31 @@ def _check_same_corpus(out: Path, corpus: str) -> None:
         atomic_write_json(stamp, {"corpus": corpus})
 
 
+def check_stage_options(stage_dir: Path, options: dict[str, Any]) -> None:
+    """Refuse to reuse (or resume) a stage built with other options; stamp a new one.
+
+    ``options`` are the demo flags the stage depends on (``--minutes`` for the
+    pre-training, the fine-tuning flags for both fine-tunings). A stage built by
+    a demo from before these stamps has none: it is reused as before.
+    """
+    stamp = stage_dir / "demo_options.json"
+    if stamp.is_file():
+        was = json.loads(stamp.read_text())
+        changed = [
+            f"--{k.replace('_', '-')} {was.get(k)!r} -> {v!r}"
+            for k, v in options.items()
+            if was.get(k) != v
+        ]
+        if changed:
+            raise SystemExit(
+                f"{stage_dir} was built with other options ({'; '.join(changed)}); "
+                "delete it (the later stages too) or use another --output"
+            )
+    elif not stage_dir.exists():
+        stage_dir.mkdir(parents=True)
+        atomic_write_json(stamp, options)
+
+
 def _normalise(text: str) -> str:
     return " ".join(text.split())
 
@@ -288,6 +315,7 @@ def demo(cmd: DemoCommand) -> dict[str, Any]:
 
     t = _stage(3, "ELECTRA pre-training" + (" (smoke)" if cmd.smoke else f" ({cmd.minutes:g} min)"))
     run_dir = out / "pretrain"
+    check_stage_options(run_dir, {"minutes": cmd.minutes, "smoke": cmd.smoke})
     summary_path = run_dir / "summary.json"
     if summary_path.is_file() and json.loads(summary_path.read_text()).get("stopped") != "signal":
         print(f"reusing {run_dir}")
@@ -426,8 +454,9 @@ def finetune_nsmc(
     cmd: DemoCommand, model: Path, out: Path, data_dir: Path, floors_cache: Path
 ) -> dict[str, Any]:
     """The demo's NSMC fine-tuning of ``model`` (reused when complete): one recipe for both."""
-    from electra.finetune.run import finetune, finetune_args_from
+    from electra.finetune.run import finetune, finetune_args_from, finetune_options
 
+    check_stage_options(out, {**finetune_options(cmd), "smoke": cmd.smoke})
     res_path = out / "results.json"
     if res_path.is_file() and json.loads(res_path.read_text()).get("complete"):
         print(f"reusing {out}")
