@@ -34,7 +34,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -56,7 +56,8 @@ _EMBEDDINGS = "electra.embeddings."
 
 @dataclass
 class InitConfig:
-    """Where a continued run starts (empty: from random weights)."""
+    """Where a run starts: a checkpoint to continue, or random weights (with, optionally,
+    count-based token vectors)."""
 
     discriminator: str = field(
         default="",
@@ -67,6 +68,15 @@ class InitConfig:
         metadata={
             "doc": "HF ElectraForMaskedLM directory (empty: a fresh generator of "
             "objective.generator_size over the discriminator's embeddings)."
+        },
+    )
+    token_embeddings: Literal["random", "ppmi"] = field(
+        default="random",
+        metadata={
+            "doc": "A fresh run's shared token table: random (the paper) or ppmi: the rank-E "
+            "SVD of the training blocks' positive-PMI co-occurrence counts (window 5, at most "
+            "20M tokens; about 30 s for 3M tokens on one core), scaled to the random init's "
+            "std. A plain embedding table: exports are unchanged (electra.cooccurrence)."
         },
     )
 
@@ -199,6 +209,11 @@ def plan_start(
         if init.generator:
             raise ConfigError("init.generator needs init.discriminator (the discriminator)")
         return None
+    if init.token_embeddings != "random":
+        raise ConfigError(
+            f"init.token_embeddings = {init.token_embeddings!r} is for a run from random "
+            f"weights; init.discriminator ({init.discriminator}) brings its own token table"
+        )
     if not objective.kind.has_discriminator:
         raise ConfigError(
             f"objective.objective = {objective.objective!r}: init.discriminator continues "

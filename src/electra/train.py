@@ -68,6 +68,7 @@ from electra.config import (
     to_dict,
 )
 from electra.continued import InitConfig, Start, load_start_weights, plan_start
+from electra.cooccurrence import warm_start_embeddings
 from electra.data import BlockLoader, batch_indices, open_blocks
 from electra.files import atomic_write_json, atomic_write_text
 from electra.flops import paper_train_flops_per_step
@@ -84,6 +85,9 @@ from electra.pretraining import (
     picks_per_row,
 )
 from electra.special import SpecialIds
+
+# What init.token_embeddings = "ppmi" did, written at the start so a resumed run still says it.
+WARM_START_FILE = "token_embeddings.json"
 
 # ---------------------------------------------------------------------------
 # Configuration
@@ -457,6 +461,17 @@ class Trainer:
             for note in load_start_weights(model, cfg.init):
                 if env.main:
                     print(note, file=sys.stderr)
+        if cfg.init.token_embeddings == "ppmi" and state is None:
+            # Every rank computes the same table (deterministic), so none waits on a broadcast.
+            warm = warm_start_embeddings(model, train, seed=cfg.run.seed)
+            if env.main:
+                out.mkdir(parents=True, exist_ok=True)
+                atomic_write_json(out / WARM_START_FILE, warm)
+                print(
+                    f"token table: PPMI-SVD vectors for {warm['rows_replaced']} tokens from "
+                    f"{warm['tokens_counted']:,} training tokens ({warm['seconds']} s)",
+                    file=sys.stderr,
+                )
         wrapped = self._wrap(model, env)
         opt = adamw(
             parameter_groups(model, cfg.optim.weight_decay),
@@ -841,6 +856,8 @@ class Trainer:
         }
         if self.resolved.get("origin"):
             summary["origin"] = self.resolved["origin"]
+        if (self.out / WARM_START_FILE).is_file():
+            summary["token_embeddings"] = json.loads((self.out / WARM_START_FILE).read_text())
         if stop_reason != "signal" and cfg.run.eval_every:
             summary.update(self.evaluate())
             summary["verdict"] = verdict(summary)
