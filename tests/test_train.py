@@ -255,6 +255,7 @@ def test_two_processes_match_one_and_only_rank0_writes(
         "model.hidden_dropout_prob=0.0",
         "model.attention_probs_dropout_prob=0.0",
         f"run.fsdp={'true' if engine == 'fsdp' else 'false'}",
+        "init.token_embeddings='ppmi'",  # computed on rank 0, sent to the others
     )
     one, two = tmp_path / "one", tmp_path / "two"
     subprocess.run(_pretrain_args(blocks, one, *common), env=env(), check=True)

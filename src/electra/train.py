@@ -462,16 +462,7 @@ class Trainer:
                 if env.main:
                     print(note, file=sys.stderr)
         if cfg.init.token_embeddings == "ppmi" and state is None:
-            # Every rank computes the same table (deterministic), so none waits on a broadcast.
-            warm = warm_start_embeddings(model, train, seed=cfg.run.seed)
-            if env.main:
-                out.mkdir(parents=True, exist_ok=True)
-                atomic_write_json(out / WARM_START_FILE, warm)
-                print(
-                    f"token table: PPMI-SVD vectors for {warm['rows_replaced']} tokens from "
-                    f"{warm['tokens_counted']:,} training tokens ({warm['seconds']} s)",
-                    file=sys.stderr,
-                )
+            self._warm_start(model, train, out, env)
         wrapped = self._wrap(model, env)
         opt = adamw(
             parameter_groups(model, cfg.optim.weight_decay),
@@ -519,6 +510,21 @@ class Trainer:
             loader.close()
 
     # -- pieces ------------------------------------------------------------------------------
+
+    def _warm_start(self, model: ElectraForPretraining, train, out: Path, env: Dist) -> None:
+        """init.token_embeddings = "ppmi": rank 0 computes the table, the others receive it
+        (FSDP shards each rank's own copy, so they must be bit-identical)."""
+        if env.main:
+            warm = warm_start_embeddings(model, train, seed=self.cfg.run.seed)
+            out.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(out / WARM_START_FILE, warm)
+            print(
+                f"token table: PPMI-SVD vectors for {warm['rows_replaced']} tokens from "
+                f"{warm['tokens_counted']:,} training tokens ({warm['seconds']} s)",
+                file=sys.stderr,
+            )
+        if env.world > 1:
+            dist.broadcast(model.shared_embeddings.word_embeddings.weight.data, src=0)
 
     def _micro_batch(self, world: int) -> int:
         o = self.cfg.optim
