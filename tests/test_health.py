@@ -121,6 +121,9 @@ def test_verdict_thresholds() -> None:
     below = verdict({"val/gen_accuracy": 0.04, "val/unigram_accuracy": 0.05})
     assert "not above the unigram floor" in below
     assert verdict({"val/loss": 1.0}) is None
+    # a run that started from PPMI vectors: the gain it may still give is the table's
+    warm = verdict({**stuck, "token_embeddings": {"token_embeddings": "ppmi"}})
+    assert "unlikely to beat a random start" not in warm and "PPMI" in warm
 
 
 def test_a_run_logs_health_everywhere(tiny_run: Path, tmp_path: Path, capsys) -> None:

@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     from electra.data import Blocks
     from electra.pretraining import ElectraForPretraining
 
+# What init.token_embeddings = "ppmi" did, in the run directory: written at the start, so a
+# resumed (or still running) run says it too.
+WARM_START_FILE = "token_embeddings.json"
+
 # Blocks read per chunk: bounds the pair arrays (2 * window entries per token).
 _CHUNK_TOKENS = 1 << 20
 

@@ -227,10 +227,14 @@ def verdict(metrics: dict[str, Any]) -> str | None:
     auc = m.get("disc_auc")
     seen = f"in-row-swap AUC {swap:.2f}" + (f", replaced-token AUC {auc:.2f}" if auc else "")
     if swap < CONTEXT_BASE_AUC:
-        head = (
-            f"discriminator still at the base rate: context not learned yet ({seen}); "
-            "fine-tuning from this checkpoint is unlikely to beat a random start"
-        )
+        head = f"discriminator still at the base rate: context not learned yet ({seen}); "
+        if (metrics.get("token_embeddings") or {}).get("token_embeddings") == "ppmi":
+            head += (
+                "what fine-tuning gains over a random start comes from the count-based (PPMI) "
+                "token table it started from, not from learned context"
+            )
+        else:
+            head += "fine-tuning from this checkpoint is unlikely to beat a random start"
     elif swap < CONTEXT_LEARNING_AUC:
         head = f"starting to learn context ({seen}); train longer before fine-tuning"
     else:

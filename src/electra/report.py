@@ -206,13 +206,17 @@ def _img(path: Path) -> str:
 
 def run_verdict(run_dir: Path, records: list[dict[str, Any]]) -> str | None:
     """The health verdict of the run's last validation (``summary.json`` or ``metrics.jsonl``)."""
+    from electra.cooccurrence import WARM_START_FILE
     from electra.health import verdict
 
     summary = _read_json(run_dir / "summary.json") or {}
     if summary.get("verdict"):
         return summary["verdict"]
     last = next((r for r in reversed(records) if any(k.startswith("val/") for k in r)), None)
-    return verdict(last) if last else None
+    if last is None:
+        return None
+    warm = _read_json(run_dir / WARM_START_FILE)  # a running PPMI-started run
+    return verdict({**last, "token_embeddings": warm} if warm else last)
 
 
 def write_html(

@@ -68,7 +68,7 @@ from electra.config import (
     to_dict,
 )
 from electra.continued import InitConfig, Start, load_start_weights, plan_start
-from electra.cooccurrence import warm_start_embeddings
+from electra.cooccurrence import WARM_START_FILE, warm_start_embeddings
 from electra.data import BlockLoader, batch_indices, open_blocks
 from electra.files import atomic_write_json, atomic_write_text
 from electra.flops import paper_train_flops_per_step
@@ -85,9 +85,6 @@ from electra.pretraining import (
     picks_per_row,
 )
 from electra.special import SpecialIds
-
-# What init.token_embeddings = "ppmi" did, written at the start so a resumed run still says it.
-WARM_START_FILE = "token_embeddings.json"
 
 # ---------------------------------------------------------------------------
 # Configuration
