@@ -212,7 +212,8 @@ def plan_start(
     if init.token_embeddings != "random":
         raise ConfigError(
             f"init.token_embeddings = {init.token_embeddings!r} is for a run from random "
-            f"weights; init.discriminator ({init.discriminator}) brings its own token table"
+            f"weights; init.discriminator ({init.discriminator}) brings its own token table "
+            "(use --config continue, or --init.token_embeddings random)"
         )
     if not objective.kind.has_discriminator:
         raise ConfigError(
