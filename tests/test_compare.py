@@ -98,3 +98,27 @@ def test_runs_keyed_before_a_new_recipe_option_are_still_found(tmp_path: Path) -
     assert arm_run_dir(cmd, "rtd", blocks, out).name == f"rtd-{_fingerprint([before, 1.8e14, 2])}"
     gdes = CompareCommand(set=["objective.embedding_sharing='gdes'"])
     assert arm_run_dir(gdes, "rtd", blocks, out) != arm_run_dir(cmd, "rtd", blocks, out)
+    # a random token table (the default before init.token_embeddings) keys as before it
+    rand = CompareCommand(set=["init.token_embeddings='random'"])
+    del before["init"]["token_embeddings"]
+    assert arm_run_dir(rand, "rtd", blocks, out).name == f"rtd-{_fingerprint([before, 1.8e14, 2])}"
+
+
+def test_a_ppmi_recipe_adds_its_table_on_random_layers(blocks: Path, tmp_path: Path) -> None:
+    """The control of a PPMI recipe: the untrained encoder with the table the arms start from."""
+    from safetensors.torch import load_file
+
+    from electra.compare import table_only_encoder, untrained_encoder
+
+    ppmi = CompareCommand(config="tiny", set=["init.token_embeddings='ppmi'"])
+    none = untrained_encoder(ppmi, blocks, tmp_path)
+    table = table_only_encoder(ppmi, blocks, none, tmp_path)
+    assert table is not None and (table / "config.json").is_file()
+    a, b = load_file(str(none / "model.safetensors")), load_file(str(table / "model.safetensors"))
+    key = "electra.embeddings.word_embeddings.weight"
+    assert {k for k in a if not a[k].equal(b[k])} == {key}  # only the token table differs
+    changed = (a[key] != b[key]).any(dim=1)
+    assert changed.sum() > 0.5 * len(changed) and not changed[[0, 2, 3, 4]].any()  # specials
+    assert table_only_encoder(ppmi, blocks, none, tmp_path) == table  # reused
+    plain = CompareCommand(config="tiny")
+    assert table_only_encoder(plain, blocks, none, tmp_path) is None

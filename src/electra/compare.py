@@ -39,7 +39,7 @@ from typing import Any
 
 from electra.config import ConfigError, Override
 from electra.corpus import ReadOptions
-from electra.data import PrepareCommand, open_blocks, prepare
+from electra.data import MANIFEST, PrepareCommand, open_blocks, prepare
 from electra.files import atomic_write_json
 from electra.finetune.baselines import floor_scores
 from electra.finetune.run import finetune, finetune_args_from, finetune_options
@@ -152,6 +152,8 @@ class CompareCommand:
 
 
 ARMS = tuple(OBJECTIVES)
+# The point of a recipe with init.token_embeddings = "ppmi": its table on random layers.
+TABLE_ARM = "ppmi table only"
 _COLOURS = {"rtd": "tab:red", "mlm": "tab:blue"}  # plot colour of each arm (else matplotlib's)
 
 
@@ -211,14 +213,16 @@ def arm_run_dir(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> Path:
 
     Changing the config, a ``--set``, the blocks or the budget therefore never reuses
     (or resumes) a run trained with other settings. Options added to the recipe since
-    (``objective.embedding_sharing``) enter the key only when set away from their
-    default, so runs keyed before they existed are still found.
+    (``objective.embedding_sharing``, ``init.token_embeddings``) enter the key only when
+    set away from their default, so runs keyed before they existed are still found.
     """
     recipe = load_config(cmd.config, [*recipe_overrides(cmd), f"objective.objective='{arm}'"])
     recipe.data.blocks = str(blocks)
     fields = dataclasses.asdict(recipe)
     if fields["objective"].get("embedding_sharing") == "tied":
         del fields["objective"]["embedding_sharing"]
+    if fields["init"].get("token_embeddings") == "random":
+        del fields["init"]["token_embeddings"]
     key = [fields, cmd.budget_flops, cmd.points]
     return out / f"{arm}-{_fingerprint(key)}"
 
@@ -299,6 +303,43 @@ def untrained_encoder(cmd: CompareCommand, blocks: Path, out: Path) -> Path:
     return export_random_discriminator(model_cfg, target, blocks)
 
 
+def table_only_encoder(cmd: CompareCommand, blocks: Path, none: Path, out: Path) -> Path | None:
+    """The untrained encoder with the recipe's PPMI token table (None: a random-table recipe).
+
+    ``none``'s weights with its token rows replaced by the vectors a ``ppmi`` run
+    starts from: fine-tuned beside the arms, it shows what their pre-training
+    added beyond the table.
+    """
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from electra.cooccurrence import ppmi_table
+
+    cfg = load_config(cmd.config, recipe_overrides(cmd))
+    if cfg.init.token_embeddings != "ppmi":
+        return None
+    train = open_blocks(blocks, "train")
+    made_from = json.loads((blocks / MANIFEST).read_text())["fingerprint"]
+    name = f"ppmi-{_fingerprint([none.parents[1].name, made_from, cfg.run.seed])}"
+    target = out / name / "hf" / "discriminator"
+    if (target / "model.safetensors").is_file():
+        return target
+    state = load_file(str(none / "model.safetensors"))
+    key = "electra.embeddings.word_embeddings.weight"
+    table = state[key]
+    std = float(resolve_model(cfg, table.shape[0], "compare").initializer_range)
+    rows, values, _ = ppmi_table(train, table.shape[1], std, seed=cfg.run.seed)
+    table[torch.from_numpy(rows)] = torch.from_numpy(values).to(table.dtype)
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(none, tmp)
+    save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    tmp.rename(target)
+    return target
+
+
 def _fingerprint(obj: Any) -> str:
     """Eight hex digits naming a JSON-able set of settings."""
     body = json.dumps(obj, sort_keys=True, default=str)
@@ -370,6 +411,16 @@ def compare(cmd: CompareCommand) -> dict[str, Any]:
     points: list[dict[str, Any]] = [
         {"arm": "none", "run": none.parents[1].name, "steps": 0, "flops": 0.0, "model": str(none)}
     ]
+    if table := table_only_encoder(cmd, blocks, none, out):  # what both arms start from
+        points.append(
+            {
+                "arm": TABLE_ARM,
+                "run": table.parents[1].name,
+                "steps": 0,
+                "flops": 0.0,
+                "model": str(table),
+            }
+        )
     per_step = {}
     for arm in ARMS:
         arm_points, per_step[arm] = pretrain_arm(cmd, arm, blocks, out)
@@ -465,6 +516,10 @@ def plot(result: dict[str, Any], path: Path) -> None:
             err = [100 * p["scores"][task].get("std", 0.0) for p in pts]
             label = OBJECTIVES[arm].title
             ax.errorbar(x, y, yerr=err, marker="o", color=colour, label=label, capsize=3)
+        for p in result["points"]:
+            if p["arm"] == TABLE_ARM:
+                y = 100 * p["scores"][task]["median"]
+                ax.axhline(y, ls=":", color="tab:purple", label=TABLE_ARM, lw=1.2)
         floor = (result.get("floors") or {}).get(task) or {}
         for key, colour in (("tfidf", "tab:green"), ("constant", "grey")):
             if floor.get(key) is not None:

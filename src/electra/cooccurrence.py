@@ -119,6 +119,36 @@ def ppmi_vectors(
     return vectors, seen
 
 
+def ppmi_table(
+    blocks: Blocks,
+    dim: int,
+    std: float,
+    window: int = 5,
+    max_tokens: int = 20_000_000,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """(row ids, their vectors (n, dim) at standard deviation ``std``, what was done).
+
+    The rows are the tokens seen in ``blocks`` other than [PAD]/[CLS]/[SEP]/[MASK];
+    the rest of a table keeps its random rows.
+    """
+    t = time.perf_counter()
+    special = blocks.special
+    skip = sorted({special.pad, special.cls, special.sep, special.mask})
+    counts = cooccurrence_counts(blocks, window, max_tokens)
+    vectors, seen = ppmi_vectors(counts, dim, skip=skip, seed=seed)
+    rows = np.flatnonzero(seen)
+    values = vectors[rows] * (std / max(float(vectors[rows].std()), 1e-12))
+    info = {
+        "token_embeddings": "ppmi",
+        "window": window,
+        "tokens_counted": blocks_read(blocks, max_tokens) * blocks.block_length,
+        "rows_replaced": int(rows.size),
+        "seconds": round(time.perf_counter() - t, 1),
+    }
+    return rows, values, info
+
+
 def warm_start_embeddings(
     model: ElectraForPretraining,
     blocks: Blocks,
@@ -136,22 +166,10 @@ def warm_start_embeddings(
     """
     import torch
 
-    t = time.perf_counter()
     table = model.shared_embeddings.word_embeddings.weight
-    special = blocks.special
-    skip = sorted({special.pad, special.cls, special.sep, special.mask})
-    counts = cooccurrence_counts(blocks, window, max_tokens)
-    vectors, seen = ppmi_vectors(counts, table.shape[1], skip=skip, seed=seed)
     std = float(model.generator.config.initializer_range)
-    scale = std / max(float(vectors[seen].std()), 1e-12)
-    rows = torch.from_numpy(np.flatnonzero(seen))
+    rows, values, info = ppmi_table(blocks, table.shape[1], std, window, max_tokens, seed)
     with torch.no_grad():
-        new = torch.from_numpy(vectors[seen] * scale).to(table.dtype)
-        table[rows.to(table.device)] = new.to(table.device)
-    return {
-        "token_embeddings": "ppmi",
-        "window": window,
-        "tokens_counted": blocks_read(blocks, max_tokens) * blocks.block_length,
-        "rows_replaced": int(seen.sum()),
-        "seconds": round(time.perf_counter() - t, 1),
-    }
+        index = torch.from_numpy(rows).to(table.device)
+        table[index] = torch.from_numpy(values).to(table.dtype).to(table.device)
+    return info
