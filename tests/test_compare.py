@@ -122,3 +122,23 @@ def test_a_ppmi_recipe_adds_its_table_on_random_layers(blocks: Path, tmp_path: P
     assert table_only_encoder(ppmi, blocks, none, tmp_path) == table  # reused
     plain = CompareCommand(config="tiny")
     assert table_only_encoder(plain, blocks, none, tmp_path) is None
+
+
+def test_an_interrupted_arm_stops_compare_with_how_to_resume(
+    blocks: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM mid-arm: the checkpoint is saved, but the later marks do not exist yet."""
+    import electra.compare as compare_module
+    from electra.compare import pretrain_arm
+
+    class Interrupted:
+        def __init__(self, cfg, resume: bool = False) -> None:
+            self.cfg = cfg
+
+        def fit(self) -> dict:
+            return {"step": 3, "stopped": "signal"}
+
+    monkeypatch.setattr(compare_module, "Trainer", Interrupted)
+    cmd = CompareCommand(config="tiny", budget_flops=1.2e10, progress=False)
+    with pytest.raises(SystemExit, match="rtd was interrupted at step 3.*again to resume"):
+        pretrain_arm(cmd, "rtd", blocks, tmp_path)

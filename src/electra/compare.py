@@ -265,7 +265,12 @@ def pretrain_arm(
         _log(
             f"pre-training {arm}: {steps} steps of {flops_step:.3g} FLOPs = {steps * flops_step:.3g}"
         )
-        Trainer(cfg, resume=(run / "checkpoints").is_dir()).fit()
+        summary = Trainer(cfg, resume=(run / "checkpoints").is_dir()).fit()
+        if summary.get("stopped") == "signal":  # Ctrl-C / SIGTERM: checkpointed, marks missing
+            raise SystemExit(
+                f"pre-training {arm} was interrupted at step {summary.get('step')} (checkpoint "
+                f"saved in {run}); run the same compare command again to resume it"
+            )
     points = []
     for mark in marks:
         ckpt_dir = run / "checkpoints" / f"step-{mark:08d}"
