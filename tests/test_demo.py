@@ -136,7 +136,7 @@ def test_pretraining_text_never_holds_a_scored_review(data_dir: Path, tmp_path: 
     assert both[-1] == files[0] and all("kowiki" in str(p) for p in both[:-1])
     # a vocabulary built from one corpus is never reused for another
     _check_same_corpus(tmp_path, "reviews")
-    with pytest.raises(SystemExit, match="--corpus reviews"):
+    with pytest.raises(SystemExit, match=r"--corpus 'reviews' -> 'wiki\+reviews'"):
         _check_same_corpus(tmp_path, "wiki+reviews")
 
 

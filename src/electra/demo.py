@@ -149,20 +149,14 @@ def korean_corpus(data_dir: Path, out: Path, corpus: str = "wiki+reviews") -> li
 def _check_same_corpus(out: Path, corpus: str) -> None:
     """Refuse to reuse a vocabulary and blocks built from another ``--corpus``."""
     stamp = out / "corpus" / "corpus.json"
-    if stamp.is_file():
-        was = json.loads(stamp.read_text())["corpus"]
-        if was != corpus:
-            raise SystemExit(
-                f"{out} was built with --corpus {was}; use another --output (or delete it) "
-                f"for --corpus {corpus}"
-            )
-    elif (out / "tokenizer" / "vocab.txt").is_file():
+    if _same_as_stamp(stamp, {"corpus": corpus}, out):
+        return
+    if (out / "tokenizer" / "vocab.txt").is_file():
         raise SystemExit(
             f"{out} holds a vocabulary of an older demo (built with the scored NSMC reviews); "
             "delete it or use another --output"
         )
-    else:
-        atomic_write_json(stamp, {"corpus": corpus})
+    atomic_write_json(stamp, {"corpus": corpus})
 
 
 def check_stage_options(stage_dir: Path, options: dict[str, Any]) -> None:
@@ -173,21 +167,29 @@ def check_stage_options(stage_dir: Path, options: dict[str, Any]) -> None:
     a demo from before these stamps has none: it is reused as before.
     """
     stamp = stage_dir / "demo_options.json"
-    if stamp.is_file():
-        was = json.loads(stamp.read_text())
-        changed = [
-            f"--{k.replace('_', '-')} {was.get(k)!r} -> {v!r}"
-            for k, v in options.items()
-            if was.get(k) != v
-        ]
-        if changed:
-            raise SystemExit(
-                f"{stage_dir} was built with other options ({'; '.join(changed)}); "
-                "delete it (the later stages too) or use another --output"
-            )
-    elif not stage_dir.exists():
+    if not _same_as_stamp(stamp, options, stage_dir) and not stage_dir.exists():
         stage_dir.mkdir(parents=True)
         atomic_write_json(stamp, options)
+
+
+def _same_as_stamp(stamp: Path, options: dict[str, Any], built: Path) -> bool:
+    """True if ``stamp`` exists and holds ``options``; stops naming each changed flag if it
+    holds others; False if there is no stamp (the caller decides what an unstamped
+    ``built`` directory means)."""
+    if not stamp.is_file():
+        return False
+    was = json.loads(stamp.read_text())
+    changed = [
+        f"--{k.replace('_', '-')} {was.get(k)!r} -> {v!r}"
+        for k, v in options.items()
+        if was.get(k) != v
+    ]
+    if changed:
+        raise SystemExit(
+            f"{built} was built with other options ({'; '.join(changed)}); "
+            "delete it (the later stages too) or use another --output"
+        )
+    return True
 
 
 def _normalise(text: str) -> str:
