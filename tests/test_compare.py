@@ -142,3 +142,20 @@ def test_an_interrupted_arm_stops_compare_with_how_to_resume(
     cmd = CompareCommand(config="tiny", budget_flops=1.2e10, progress=False)
     with pytest.raises(SystemExit, match="rtd was interrupted at step 3.*again to resume"):
         pretrain_arm(cmd, "rtd", blocks, tmp_path)
+
+
+def test_the_default_corpus_never_holds_a_scored_nsmc_review(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """compare pre-trains on NSMC reviews minus those its fine-tuning scores (dev and test)."""
+    from electra.compare import default_corpus
+    from electra.finetune.tasks import DataOptions, load_task_data
+
+    files = default_corpus(data_dir, tmp_path)
+    assert any("kowiki" in str(f) for f in files) and any("gutenberg" in str(f) for f in files)
+    assert not any(f.is_dir() for f in files)  # the raw review directory is not read whole
+    reviews = set(files[-1].read_text(encoding="utf-8").splitlines())
+    splits = load_task_data("nsmc", DataOptions(data_dir=str(data_dir))).splits
+    scored = {" ".join(e.text.split()) for e in [*splits.dev, *splits.test]}
+    assert len(scored) > 10000 and not scored & reviews
+    assert len(reviews) > 10000

@@ -40,6 +40,7 @@ from typing import Any
 from electra.config import ConfigError, Override
 from electra.corpus import ReadOptions
 from electra.data import MANIFEST, PrepareCommand, open_blocks, prepare
+from electra.demo import unscored_reviews
 from electra.files import atomic_write_json
 from electra.finetune.baselines import floor_scores
 from electra.finetune.run import finetune, finetune_args_from, finetune_options
@@ -161,23 +162,28 @@ def _log(msg: str) -> None:
     print(f"[compare] {msg}", flush=True)
 
 
-def default_corpus(data_dir: Path) -> list[Path]:
-    """Korean Wikipedia + NSMC reviews + English books: the tasks' two languages."""
+def default_corpus(data_dir: Path, out: Path) -> list[Path]:
+    """Korean Wikipedia + NSMC reviews + English books: the tasks' two languages.
+
+    The reviews are those outside NSMC's scored dev and test splits (as in the demo,
+    written to ``out/nsmc_reviews.txt``): pre-training (and its PPMI table) on the
+    text compare scores would flatter every pre-trained arm against ``none`` and
+    the TF-IDF floor, which never see it.
+    """
     files = sorted((data_dir / "pretrain/ko/kowiki").glob("*/wiki_*"))
-    files += [data_dir / "nsmc/raw_subset"]
     files += sorted((data_dir / "pretrain/en/gutenberg").glob("*.txt"))
-    missing = [f for f in files if not f.exists()]
+    missing = [f for f in [*files, data_dir / "nsmc/raw_subset"] if not f.exists()]
     if not files or missing:
         raise FileNotFoundError(
             f"{data_dir}: the default corpus is missing ({missing[:1] or 'pretrain/'}); "
             "pass --data-dir or --blocks"
         )
-    return files
+    return [*files, unscored_reviews(data_dir, out / "nsmc_reviews.txt")]
 
 
 def build_blocks(cmd: CompareCommand, out: Path, data_dir: Path) -> Path:
     """Tokenizer + blocks of the default corpus (reused when already built)."""
-    files = default_corpus(data_dir)
+    files = default_corpus(data_dir, out)
     tok = out / "tokenizer"
     if not (tok / "vocab.txt").is_file():
         _log(f"training a {cmd.vocab_size}-token vocabulary on {len(files)} sources")
