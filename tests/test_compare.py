@@ -159,3 +159,29 @@ def test_the_default_corpus_never_holds_a_scored_nsmc_review(
     scored = {" ".join(e.text.split()) for e in [*splits.dev, *splits.test]}
     assert len(scored) > 10000 and not scored & reviews
     assert len(reviews) > 10000
+
+
+def test_a_vocabulary_from_other_sources_is_trained_anew(
+    ko_wiki: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """compare reuses its vocabulary only if it was built from the same sources."""
+    import electra.compare as compare_mod
+
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    text = ko_wiki.read_text(encoding="utf-8")[:200_000]
+    a.write_text(text, encoding="utf-8")
+    b.write_text(text[::-1], encoding="utf-8")
+    sources = [a]
+    monkeypatch.setattr(compare_mod, "default_corpus", lambda data_dir, out: list(sources))
+    cmd = CompareCommand(vocab_size=600, corpus_mb=1.0, progress=False)
+    out = tmp_path / "data"
+    vocab = out / "tokenizer" / "vocab.txt"
+    compare_mod.build_blocks(cmd, out, tmp_path)
+    first = vocab.stat().st_mtime_ns
+    compare_mod.build_blocks(cmd, out, tmp_path)  # the same sources: reused
+    assert vocab.stat().st_mtime_ns == first
+    sources[:] = [a, b]  # other sources: vocabulary and blocks built anew
+    blocks = compare_mod.build_blocks(cmd, out, tmp_path)
+    assert vocab.stat().st_mtime_ns != first
+    manifest = json.loads((blocks / "manifest.json").read_text())
+    assert str(b) in json.dumps(manifest)

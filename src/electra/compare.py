@@ -185,7 +185,11 @@ def build_blocks(cmd: CompareCommand, out: Path, data_dir: Path) -> Path:
     """Tokenizer + blocks of the default corpus (reused when already built)."""
     files = default_corpus(data_dir, out)
     tok = out / "tokenizer"
-    if not (tok / "vocab.txt").is_file():
+    stamp = {"sources": [f.name for f in files], "vocab_size": cmd.vocab_size}
+    built = tok / "corpus.json"  # a vocabulary from other sources is trained anew
+    same = built.is_file() and json.loads(built.read_text()) == stamp
+    retrain = not ((tok / "vocab.txt").is_file() and same)
+    if retrain:
         _log(f"training a {cmd.vocab_size}-token vocabulary on {len(files)} sources")
         train_tokenizer(
             [str(f) for f in files],
@@ -195,6 +199,7 @@ def build_blocks(cmd: CompareCommand, out: Path, data_dir: Path) -> Path:
             read_options=ReadOptions(strip_gutenberg=True),
             progress=cmd.progress,
         )
+        atomic_write_json(built, stamp)
     blocks = out / "blocks"
     prepare(
         PrepareCommand(
@@ -203,6 +208,7 @@ def build_blocks(cmd: CompareCommand, out: Path, data_dir: Path) -> Path:
             output=str(blocks),
             max_length=128,
             strip_gutenberg=True,
+            overwrite=retrain,  # blocks of the old vocabulary are rebuilt with it
             progress=cmd.progress,
         )
     )
