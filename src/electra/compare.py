@@ -366,7 +366,9 @@ def _fingerprint(obj: Any) -> str:
 def finetune_settings(cmd: CompareCommand) -> str:
     """A short fingerprint of the fine-tuning options (results are reused only if equal)."""
     # "data": NSMC became balanced and results gained floors; older results are not reused.
-    return _fingerprint({"data": "balanced-floors/1", **finetune_options(cmd)})
+    return _fingerprint(
+        {"data": "balanced-floors/1", "batches": "by-length", **finetune_options(cmd)}
+    )
 
 
 def finetune_point(

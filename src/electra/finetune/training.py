@@ -277,11 +277,41 @@ class Optimisation:
         return step_loss
 
 
+GROUP_BATCHES = 50  # batches per length-sorted group (transformers' megabatch_mult)
+
+
+def epoch_batches(
+    lengths: Sequence[int], batch_size: int, generator: torch.Generator, by_length: bool
+) -> list[list[int]]:
+    """The batches of one epoch: indices into ``lengths``, in a seeded random order.
+
+    Plain: a random permutation cut into batches. ``by_length`` (as
+    ``transformers``' ``group_by_length``): the permutation is cut into groups
+    of :data:`GROUP_BATCHES` batches, each group sorted by length (longest
+    first) and cut into batches, and the batches shuffled. Which examples meet
+    in a batch stays random, but they have similar lengths, so dynamic padding
+    wastes little: random batches of short reviews (NSMC, SST-2) are about
+    two-thirds padding. Either way every example is used once and there are
+    ``ceil(n / batch_size)`` batches, all full but at most one.
+    """
+    perm = torch.randperm(len(lengths), generator=generator).tolist()
+    if not by_length:
+        return [perm[i : i + batch_size] for i in range(0, len(perm), batch_size)]
+    group = batch_size * GROUP_BATCHES
+    batches: list[list[int]] = []
+    for g in range(0, len(perm), group):
+        part = sorted(perm[g : g + group], key=lambda i: -lengths[i])  # stable: ties stay random
+        batches += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
+    order = torch.randperm(len(batches), generator=generator).tolist()
+    return [batches[i] for i in order]
+
+
 def train_epoch(job: TrainingJob, opt: Optimisation, seed: int, epoch: int) -> float:
     """One pass over the training features in a seeded order; the mean training loss."""
-    recipe, n = job.recipe, len(job.train.features)
+    recipe, features = job.recipe, job.train.features
     opt.model.train()
-    perm = torch.randperm(n, generator=opt.generator).tolist()
+    lengths = [len(f["input_ids"]) for f in features]
+    batches = epoch_batches(lengths, recipe.batch_size, opt.generator, recipe.group_by_length)
     running: Any = 0.0
     seen = 0
     bar = tqdm(
@@ -290,8 +320,7 @@ def train_epoch(job: TrainingJob, opt: Optimisation, seed: int, epoch: int) -> f
         disable=not job.progress,
         file=sys.stderr,
     )
-    for b in range(opt.steps_per_epoch):
-        idx = perm[b * recipe.batch_size : (b + 1) * recipe.batch_size]
+    for b, idx in enumerate(batches):
         running = running + opt.train_step(job, idx)
         seen += len(idx)
         bar.update(1)
