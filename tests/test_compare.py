@@ -82,26 +82,56 @@ def test_arm_runs_are_keyed_by_their_recipe(blocks: Path, tmp_path: Path) -> Non
     assert arm_run_dir(base, "mlm", blocks, tmp_path).name.startswith("mlm-")
 
 
-def test_runs_keyed_before_a_new_recipe_option_are_still_found(tmp_path: Path) -> None:
+def test_a_default_valued_new_recipe_option_leaves_the_key_alone(
+    blocks: Path, tmp_path: Path
+) -> None:
     """A default-valued option added later (embedding_sharing) leaves the arm's key alone."""
     import dataclasses
 
-    from electra.compare import _fingerprint
+    from electra.compare import _fingerprint, blocks_id
     from electra.train import load_config
 
-    blocks, out = tmp_path / "blocks", tmp_path / "out"
+    out = tmp_path / "out"
     recipe = load_config("cpu", ["objective.objective='rtd'"])
     recipe.data.blocks = str(blocks)
     before = dataclasses.asdict(recipe)
     del before["objective"]["embedding_sharing"]  # the recipe as it was before the option
+    made = blocks_id(blocks)
     cmd = CompareCommand()
-    assert arm_run_dir(cmd, "rtd", blocks, out).name == f"rtd-{_fingerprint([before, 1.8e14, 2])}"
+    key = _fingerprint([before, 1.8e14, 2, made])
+    assert arm_run_dir(cmd, "rtd", blocks, out).name == f"rtd-{key}"
     gdes = CompareCommand(set=["objective.embedding_sharing='gdes'"])
     assert arm_run_dir(gdes, "rtd", blocks, out) != arm_run_dir(cmd, "rtd", blocks, out)
     # a random token table (the default before init.token_embeddings) keys as before it
     rand = CompareCommand(set=["init.token_embeddings='random'"])
     del before["init"]["token_embeddings"]
-    assert arm_run_dir(rand, "rtd", blocks, out).name == f"rtd-{_fingerprint([before, 1.8e14, 2])}"
+    key = _fingerprint([before, 1.8e14, 2, made])
+    assert arm_run_dir(rand, "rtd", blocks, out).name == f"rtd-{key}"
+
+
+def test_blocks_rebuilt_at_the_same_path_key_new_runs(blocks: Path, tmp_path: Path) -> None:
+    """Other content under the same path (a new vocabulary, a new corpus) trains anew:
+    the arms, the untrained encoder and the table are keyed by the blocks' fingerprint."""
+    import shutil
+
+    from electra.compare import table_only_encoder, untrained_encoder
+
+    here = tmp_path / "blocks"
+    shutil.copytree(blocks, here)
+    cmd = CompareCommand(config="tiny", budget_flops=1e10, set=["init.token_embeddings='ppmi'"])
+    out = tmp_path / "out"
+    old_run = arm_run_dir(cmd, "rtd", here, out)
+    old_none = untrained_encoder(cmd, here, out)
+    old_table = table_only_encoder(cmd, here, old_none, out)
+    manifest = json.loads((here / "manifest.json").read_text())
+    manifest["fingerprint"] = "0" * 64  # what a rebuild from other inputs writes: another one
+    (here / "manifest.json").write_text(json.dumps(manifest))
+    assert arm_run_dir(cmd, "rtd", here, out) != old_run
+    new_none = untrained_encoder(cmd, here, out)
+    assert new_none != old_none
+    assert table_only_encoder(cmd, here, new_none, out) != old_table
+    with pytest.raises(FileNotFoundError, match="manifest"):
+        arm_run_dir(cmd, "rtd", tmp_path / "nothing", out)
 
 
 def test_a_ppmi_recipe_adds_its_table_on_random_layers(blocks: Path, tmp_path: Path) -> None:

@@ -220,13 +220,25 @@ def recipe_overrides(cmd: CompareCommand) -> list[Override]:
     return [*cmd.set, *cmd.flags.items()]
 
 
+def blocks_id(blocks: Path) -> str:
+    """The content fingerprint of prepared blocks (their manifest's), not their path.
+
+    Rebuilt blocks at the same path (another vocabulary, another corpus) get another
+    id, so nothing trained on the old ones is taken for a run on the new ones.
+    """
+    manifest = blocks / MANIFEST
+    if not manifest.is_file():
+        raise FileNotFoundError(f"{blocks}: no {MANIFEST}; not prepared blocks")
+    return json.loads(manifest.read_text())["fingerprint"]
+
+
 def arm_run_dir(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> Path:
-    """``OUT/ARM-XXXXXXXX``, keyed by the arm's recipe, blocks, budget and points.
+    """``OUT/ARM-XXXXXXXX``, keyed by the arm's recipe, blocks (content), budget and points.
 
     Changing the config, a ``--set``, the blocks or the budget therefore never reuses
     (or resumes) a run trained with other settings. Options added to the recipe since
     (``objective.embedding_sharing``, ``init.token_embeddings``) enter the key only when
-    set away from their default, so runs keyed before they existed are still found.
+    set away from their default.
     """
     recipe = load_config(cmd.config, [*recipe_overrides(cmd), f"objective.objective='{arm}'"])
     recipe.data.blocks = str(blocks)
@@ -235,7 +247,7 @@ def arm_run_dir(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> Path:
         del fields["objective"]["embedding_sharing"]
     if fields["init"].get("token_embeddings") == "random":
         del fields["init"]["token_embeddings"]
-    key = [fields, cmd.budget_flops, cmd.points]
+    key = [fields, cmd.budget_flops, cmd.points, blocks_id(blocks)]
     return out / f"{arm}-{_fingerprint(key)}"
 
 
@@ -316,7 +328,8 @@ def untrained_encoder(cmd: CompareCommand, blocks: Path, out: Path) -> Path:
     """The same discriminator shape, randomly initialised: the no-pre-training baseline."""
     cfg = load_config(cmd.config, recipe_overrides(cmd))
     model_cfg = resolve_model(cfg, open_blocks(blocks, "train").vocab_size, "compare")
-    target = out / f"none-{_fingerprint(dataclasses.asdict(model_cfg))}" / "hf" / "discriminator"
+    key = [dataclasses.asdict(model_cfg), blocks_id(blocks)]  # the blocks give its tokenizer
+    target = out / f"none-{_fingerprint(key)}" / "hf" / "discriminator"
     return export_random_discriminator(model_cfg, target, blocks)
 
 
@@ -338,8 +351,7 @@ def table_only_encoder(cmd: CompareCommand, blocks: Path, none: Path, out: Path)
     if cfg.init.token_embeddings != "ppmi":
         return None
     train = open_blocks(blocks, "train")
-    made_from = json.loads((blocks / MANIFEST).read_text())["fingerprint"]
-    name = f"ppmi-{_fingerprint([none.parents[1].name, made_from, cfg.run.seed])}"
+    name = f"ppmi-{_fingerprint([none.parents[1].name, blocks_id(blocks), cfg.run.seed])}"
     target = out / name / "hf" / "discriminator"
     if (target / "model.safetensors").is_file():
         return target
