@@ -55,6 +55,7 @@ def test_compare_at_a_tiny_budget(blocks: Path, data_dir: Path, tmp_path: Path) 
         floors = json.loads(done.read_text())["floors"]
         assert f["constant"] == floors["majority"]["test"]["accuracy"]
         assert floors["examples"]["test"] == 32
+        assert json.loads(done.read_text())["recipe"]["group_by_length"] is True
     tfidf_row = next(ln for ln in table.splitlines() if ln.startswith("| TF-IDF floor |"))
     assert f"{100 * result['floors']['nsmc']['tfidf']:.1f}" in tfidf_row
     assert "| majority class |" in table
@@ -63,6 +64,19 @@ def test_compare_at_a_tiny_budget(blocks: Path, data_dir: Path, tmp_path: Path) 
     # A second run reuses every stage.
     again = compare(cmd)
     assert [p["scores"] for p in again["points"]] == [p["scores"] for p in result["points"]]
+
+
+def test_fine_tuning_results_are_keyed_by_their_batching() -> None:
+    """Grouped batches key apart; shuffled ones as before the option, so old results count."""
+    from electra.compare import _fingerprint, finetune_settings
+    from electra.finetune.run import finetune_options
+
+    grouped, plain = CompareCommand(), CompareCommand(group_by_length=False)
+    assert finetune_options(grouped)["group_by_length"] is True
+    assert finetune_settings(grouped) != finetune_settings(plain)
+    before = finetune_options(plain)
+    del before["group_by_length"]
+    assert finetune_settings(plain) == _fingerprint({"data": "balanced-floors/1", **before})
 
 
 def test_arm_runs_are_keyed_by_their_recipe(blocks: Path, tmp_path: Path) -> None:

@@ -97,7 +97,7 @@ class Recipe:
     batch_size: int = 32
     micro_batch_size: int = 0  # 0: the whole batch in one pass; else gradient accumulation
     eval_batch_size: int = 64
-    group_by_length: bool = True  # training batches of similar lengths (less padding)
+    group_by_length: bool = False  # training batches of similar lengths (less padding)
     epochs: int = 3
     max_length: int = 128
     doc_stride: int = 128
@@ -188,9 +188,9 @@ class RecipeFlags:
     )
     eval_batch_size: int = _flag(64, "Evaluation batch size.")
     group_by_length: bool = _flag(
-        True,
-        "Batch training examples of similar length (random groups of 50 batches, each "
-        "sorted by length): far less padding on short texts; off: plain shuffled batches.",
+        False,
+        "Batch training examples of similar length (random groups of 50 batches, each sorted "
+        "by length): ~3x faster on short texts, but not shown harmless (README).",
     )
     epochs: int | None = _flag(None, "Epochs (default: 10 RTE/STS, 2 QA, 3 otherwise).")
     max_length: int | None = _flag(None, "Max tokens per input (default: 128; QA 384).")
