@@ -162,6 +162,8 @@ def test_compare_takes_the_same_flags_and_keys_runs_by_the_result(tmp_path: Path
     assert cmd.flags == {"optim.learning_rate": 3e-4, "run.tensorboard": False}
     by_set = CompareCommand(set=["optim.learning_rate=3e-4", "run.tensorboard=false"])
     blocks, out = tmp_path / "blocks", tmp_path / "out"
+    blocks.mkdir()
+    (blocks / "manifest.json").write_text('{"fingerprint": "0123"}')  # all the key reads
     assert arm_run_dir(cmd, "rtd", blocks, out) == arm_run_dir(by_set, "rtd", blocks, out)
     assert arm_run_dir(cmd, "rtd", blocks, out) != arm_run_dir(CompareCommand(), "rtd", blocks, out)
     # compare fixes the objective, blocks, run directory and steps of each arm: no flag
