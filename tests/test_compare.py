@@ -90,37 +90,14 @@ def test_arm_runs_are_keyed_by_their_recipe(blocks: Path, tmp_path: Path) -> Non
         CompareCommand(config="tiny", budget_flops=1e10, set=["optim.learning_rate=1e-4"]),
         CompareCommand(config="tiny", budget_flops=2e10),
         CompareCommand(config="tiny", budget_flops=1e10, points=3),
+        CompareCommand(config="tiny", budget_flops=1e10, set=["init.token_embeddings='ppmi'"]),
+        CompareCommand(
+            config="tiny", budget_flops=1e10, set=["objective.embedding_sharing='gdes'"]
+        ),
     ]
     others = {arm_run_dir(c, "rtd", blocks, tmp_path) for c in changed}
-    assert run not in others and len(others) == 3
+    assert run not in others and len(others) == len(changed)
     assert arm_run_dir(base, "mlm", blocks, tmp_path).name.startswith("mlm-")
-
-
-def test_a_default_valued_new_recipe_option_leaves_the_key_alone(
-    blocks: Path, tmp_path: Path
-) -> None:
-    """A default-valued option added later (embedding_sharing) leaves the arm's key alone."""
-    import dataclasses
-
-    from electra.compare import _fingerprint, blocks_id
-    from electra.train import load_config
-
-    out = tmp_path / "out"
-    recipe = load_config("cpu", ["objective.objective='rtd'"])
-    recipe.data.blocks = str(blocks)
-    before = dataclasses.asdict(recipe)
-    del before["objective"]["embedding_sharing"]  # the recipe as it was before the option
-    made = blocks_id(blocks)
-    cmd = CompareCommand()
-    key = _fingerprint([before, 1.8e14, 2, made])
-    assert arm_run_dir(cmd, "rtd", blocks, out).name == f"rtd-{key}"
-    gdes = CompareCommand(set=["objective.embedding_sharing='gdes'"])
-    assert arm_run_dir(gdes, "rtd", blocks, out) != arm_run_dir(cmd, "rtd", blocks, out)
-    # a random token table (the default before init.token_embeddings) keys as before it
-    rand = CompareCommand(set=["init.token_embeddings='random'"])
-    del before["init"]["token_embeddings"]
-    key = _fingerprint([before, 1.8e14, 2, made])
-    assert arm_run_dir(rand, "rtd", blocks, out).name == f"rtd-{key}"
 
 
 def test_blocks_rebuilt_at_the_same_path_key_new_runs(blocks: Path, tmp_path: Path) -> None:
@@ -188,21 +165,24 @@ def test_an_interrupted_arm_stops_compare_with_how_to_resume(
         pretrain_arm(cmd, "rtd", blocks, tmp_path)
 
 
-def test_the_default_corpus_never_holds_a_scored_nsmc_review(
-    data_dir: Path, tmp_path: Path
-) -> None:
-    """compare pre-trains on NSMC reviews minus those its fine-tuning scores (dev and test)."""
+def test_the_default_corpus_never_holds_a_scored_review(data_dir: Path, tmp_path: Path) -> None:
+    """compare pre-trains on each task's text minus the texts its fine-tuning scores."""
     from electra.compare import default_corpus
     from electra.finetune.tasks import DataOptions, load_task_data
 
-    files = default_corpus(data_dir, tmp_path)
+    files = default_corpus(data_dir, tmp_path, ["nsmc", "sst2"])
     assert any("kowiki" in str(f) for f in files) and any("gutenberg" in str(f) for f in files)
     assert not any(f.is_dir() for f in files)  # the raw review directory is not read whole
-    reviews = set(files[-1].read_text(encoding="utf-8").splitlines())
-    splits = load_task_data("nsmc", DataOptions(data_dir=str(data_dir))).splits
-    scored = {" ".join(e.text.split()) for e in [*splits.dev, *splits.test]}
-    assert len(scored) > 10000 and not scored & reviews
-    assert len(reviews) > 10000
+    assert [f.name for f in files[-2:]] == ["nsmc_reviews.txt", "sst2_text.txt"]
+    for task, file, least in [("nsmc", files[-2], 10000), ("sst2", files[-1], 50000)]:
+        texts = set(file.read_text(encoding="utf-8").splitlines())
+        splits = load_task_data(task, DataOptions(data_dir=str(data_dir))).splits
+        scored = {" ".join(e.text.split()) for e in [*splits.dev, *splits.test]}
+        assert len(scored) > 800 and not scored & texts, task
+        assert len(texts) > least, task
+    train = {" ".join(e.text.split()) for e in splits.train}
+    assert train - scored <= texts  # SST-2: every unscored training sentence is there
+    assert [f.name for f in default_corpus(data_dir, tmp_path, ["nsmc"])][-1] == "nsmc_reviews.txt"
 
 
 def test_a_vocabulary_from_other_sources_is_trained_anew(
@@ -216,7 +196,7 @@ def test_a_vocabulary_from_other_sources_is_trained_anew(
     a.write_text(text, encoding="utf-8")
     b.write_text(text[::-1], encoding="utf-8")
     sources = [a]
-    monkeypatch.setattr(compare_mod, "default_corpus", lambda data_dir, out: list(sources))
+    monkeypatch.setattr(compare_mod, "default_corpus", lambda data_dir, out, tasks: list(sources))
     cmd = CompareCommand(vocab_size=600, corpus_mb=1.0, progress=False)
     out = tmp_path / "data"
     vocab = out / "tokenizer" / "vocab.txt"

@@ -40,7 +40,7 @@ from typing import Any
 from electra.config import ConfigError, Override
 from electra.corpus import ReadOptions
 from electra.data import MANIFEST, PrepareCommand, open_blocks, prepare
-from electra.demo import unscored_reviews
+from electra.demo import unscored_reviews, unscored_task_text
 from electra.files import atomic_write_json
 from electra.finetune.baselines import floor_scores
 from electra.finetune.run import finetune, finetune_args_from, finetune_options
@@ -171,28 +171,37 @@ def _log(msg: str) -> None:
     print(f"[compare] {msg}", flush=True)
 
 
-def default_corpus(data_dir: Path, out: Path) -> list[Path]:
-    """Korean Wikipedia + NSMC reviews + English books: the tasks' two languages.
+def default_corpus(data_dir: Path, out: Path, tasks: list[str]) -> list[Path]:
+    """Korean Wikipedia + English books + each task's own unscored text.
 
-    The reviews are those outside NSMC's scored dev and test splits (as in the demo,
-    written to ``out/nsmc_reviews.txt``): pre-training (and its PPMI table) on the
-    text compare scores would flatter every pre-trained arm against ``none`` and
-    the TF-IDF floor, which never see it.
+    The tasks' text is what a user adapting to a domain would add: for NSMC
+    the raw reviews outside its scored dev and test splits (as in the demo,
+    ``out/nsmc_reviews.txt``), for another task its training split's texts
+    outside dev and test (``out/TASK_text.txt``; SST-2: movie-review sentences,
+    where the books alone share little with the task). Never the text compare
+    scores: that would flatter every pre-trained arm against ``none`` and the
+    TF-IDF floor, which never see it.
     """
     files = sorted((data_dir / "pretrain/ko/kowiki").glob("*/wiki_*"))
     files += sorted((data_dir / "pretrain/en/gutenberg").glob("*.txt"))
-    missing = [f for f in [*files, data_dir / "nsmc/raw_subset"] if not f.exists()]
+    raw_reviews = [data_dir / "nsmc/raw_subset"] if "nsmc" in tasks else []
+    missing = [f for f in [*files, *raw_reviews] if not f.exists()]
     if not files or missing:
         raise FileNotFoundError(
             f"{data_dir}: the default corpus is missing ({missing[:1] or 'pretrain/'}); "
             "pass --data-dir or --blocks"
         )
-    return [*files, unscored_reviews(data_dir, out / "nsmc_reviews.txt")]
+    for task in tasks:
+        if task == "nsmc":
+            files.append(unscored_reviews(data_dir, out / "nsmc_reviews.txt"))
+        else:
+            files.append(unscored_task_text(task, data_dir, out / f"{task}_text.txt"))
+    return files
 
 
 def build_blocks(cmd: CompareCommand, out: Path, data_dir: Path) -> Path:
     """Tokenizer + blocks of the default corpus (reused when already built)."""
-    files = default_corpus(data_dir, out)
+    files = default_corpus(data_dir, out, cmd.tasks)
     tok = out / "tokenizer"
     stamp = {"sources": [f.name for f in files], "vocab_size": cmd.vocab_size}
     built = tok / "corpus.json"  # a vocabulary from other sources is trained anew
@@ -245,18 +254,11 @@ def arm_run_dir(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> Path:
     """``OUT/ARM-XXXXXXXX``, keyed by the arm's recipe, blocks (content), budget and points.
 
     Changing the config, a ``--set``, the blocks or the budget therefore never reuses
-    (or resumes) a run trained with other settings. Options added to the recipe since
-    (``objective.embedding_sharing``, ``init.token_embeddings``) enter the key only when
-    set away from their default.
+    (or resumes) a run trained with other settings.
     """
     recipe = load_config(cmd.config, [*recipe_overrides(cmd), f"objective.objective='{arm}'"])
     recipe.data.blocks = str(blocks)
-    fields = dataclasses.asdict(recipe)
-    if fields["objective"].get("embedding_sharing") == "tied":
-        del fields["objective"]["embedding_sharing"]
-    if fields["init"].get("token_embeddings") == "random":
-        del fields["init"]["token_embeddings"]
-    key = [fields, cmd.budget_flops, cmd.points, blocks_id(blocks)]
+    key = [dataclasses.asdict(recipe), cmd.budget_flops, cmd.points, blocks_id(blocks)]
     return out / f"{arm}-{_fingerprint(key)}"
 
 

@@ -224,6 +224,31 @@ def unscored_reviews(data_dir: Path, path: Path) -> Path:
     return path
 
 
+def _texts(examples: list) -> list[str]:
+    """Every text of ``examples`` (a pair gives two), whitespace collapsed."""
+    return [_normalise(t) for e in examples for t in (e.text, e.text_pair) if t]
+
+
+def unscored_task_text(task: str, data_dir: Path, path: Path) -> Path:
+    """The training split's texts of ``task`` (both sides of a pair) not in its dev or test split.
+
+    The unlabelled in-domain text of a task other than NSMC (e.g. SST-2's movie
+    review sentences) for a pre-training corpus: one text per line in one
+    document, the texts the fine-tuning scores (dev and test, compared after
+    collapsing whitespace) left out. Reused when already written.
+    """
+    if path.is_file():
+        return path
+    from electra.finetune.tasks import DataOptions, load_task_data
+
+    splits = load_task_data(task, DataOptions(data_dir=str(data_dir))).splits
+    held_out = set(_texts([*splits.dev, *splits.test]))
+    kept = dict.fromkeys(t for t in _texts(splits.train) if t and t not in held_out)  # in order
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, "".join(f"{t}\n" for t in kept))
+    return path
+
+
 def estimate_step_seconds(cfg, block_length: int, vocab_size: int, steps: int = 3) -> float:
     """Median seconds of a training step of ``cfg`` on random blocks (nothing written).
 
