@@ -67,12 +67,23 @@ def test_gutenberg_header_and_footer_are_stripped(en_book: Path) -> None:
 
 
 def test_gutenberg_without_markers_warns_and_keeps_text(tmp_path: Path, caplog) -> None:
+    """A book that names Project Gutenberg but has no START line the patterns know: a warning."""
+    p = tmp_path / "book.txt"
+    p.write_text("The Project Gutenberg eBook of Nothing\n\nno markers here\n")
+    with caplog.at_level(logging.WARNING, logger="electra"):
+        docs = docs_of(p, strip_gutenberg=True)
+    assert docs == [["The Project Gutenberg eBook of Nothing"], ["no markers here"]]
+    assert "no Project Gutenberg START line" in caplog.text and "book.txt" in caplog.text
+
+
+def test_gutenberg_stripping_leaves_other_files_alone_quietly(tmp_path: Path, caplog) -> None:
+    """Other sources in a corpus read with strip_gutenberg (reviews beside books): no warning."""
     p = tmp_path / "plain.txt"
     p.write_text("no markers here\n\nsecond\n")
     with caplog.at_level(logging.WARNING, logger="electra"):
         docs = docs_of(p, strip_gutenberg=True)
     assert docs == [["no markers here"], ["second"]]
-    assert "no Project Gutenberg START line" in caplog.text and "plain.txt" in caplog.text
+    assert "Gutenberg" not in caplog.text
 
 
 def test_nsmc_file_is_one_document_of_reviews(nsmc_files: list[Path]) -> None:

@@ -3,8 +3,9 @@
 The paper's central claim, checked on the user's own data and machine:
 
 1. one vocabulary and one set of blocks (by default built here from the
-   Korean Wikipedia text, NSMC reviews and English books in the data
-   directory, since the downstream tasks are Korean and English);
+   Korean Wikipedia text and English books in the data directory, since the
+   downstream tasks are Korean and English, plus each task's unlabelled text
+   outside the splits it scores: NSMC reviews, SST-2 sentences);
 2. two pre-training runs of the same encoder on the same blocks, RTD
    (generator + discriminator) and MLM (BERT), each stopped when it has spent
    the same training-FLOPs budget (counted as the paper counts them, so the
@@ -154,6 +155,13 @@ class CompareCommand:
             "finetune": "bf16",
         },
     )
+    finetune_jobs: int = field(
+        default=1,
+        metadata={
+            "doc": "Fine-tunings run side by side, each in its own process on an equal "
+            "share of the CPU threads."
+        },
+    )
     vocab_size: int = field(default=16000, metadata={"doc": "Vocabulary size when built here."})
     corpus_mb: float = field(
         default=12.0, metadata={"doc": "Megabytes of text per language when built here."}
@@ -176,26 +184,31 @@ def default_corpus(data_dir: Path, out: Path, tasks: list[str]) -> list[Path]:
 
     The tasks' text is what a user adapting to a domain would add: for NSMC
     the raw reviews outside its scored dev and test splits (as in the demo,
-    ``out/nsmc_reviews.txt``), for another task its training split's texts
-    outside dev and test (``out/TASK_text.txt``; SST-2: movie-review sentences,
-    where the books alone share little with the task). Never the text compare
-    scores: that would flatter every pre-trained arm against ``none`` and the
-    TF-IDF floor, which never see it.
+    ``out/nsmc_reviews.txt``), for another text task its training split's texts
+    outside dev and test (``out/TASK_text.txt``; SST-2: movie-review sentences
+    and phrases, where the books alone share little with the task). Never the
+    text compare scores: that would flatter every pre-trained arm against
+    ``none`` and the TF-IDF floor, which never see it.
     """
+    from electra.finetune.tasks import get_task
+
+    names = [get_task(t).name for t in tasks]
     files = sorted((data_dir / "pretrain/ko/kowiki").glob("*/wiki_*"))
     files += sorted((data_dir / "pretrain/en/gutenberg").glob("*.txt"))
-    raw_reviews = [data_dir / "nsmc/raw_subset"] if "nsmc" in tasks else []
+    raw_reviews = [data_dir / "nsmc/raw_subset"] if "nsmc" in names else []
     missing = [f for f in [*files, *raw_reviews] if not f.exists()]
     if not files or missing:
         raise FileNotFoundError(
             f"{data_dir}: the default corpus is missing ({missing[:1] or 'pretrain/'}); "
             "pass --data-dir or --blocks"
         )
-    for task in tasks:
+    for task in names:
         if task == "nsmc":
             files.append(unscored_reviews(data_dir, out / "nsmc_reviews.txt"))
+        elif text := unscored_task_text(task, data_dir, out / f"{task}_text.txt"):
+            files.append(text)
         else:
-            files.append(unscored_task_text(task, data_dir, out / f"{task}_text.txt"))
+            _log(f"{task}: not a text task; none of its text added to the corpus")
     return files
 
 
@@ -406,10 +419,8 @@ def finetune_point(
     """Fine-tuning results of one point on one task (reused if done); floors shared by cache."""
 
     res_path = out / "results.json"
-    if res_path.is_file():
-        results = json.loads(res_path.read_text())
-        if results.get("complete"):
-            return results
+    if _complete(res_path):
+        return json.loads(res_path.read_text())
     args = finetune_args_from(
         cmd,
         model=model,
@@ -420,6 +431,80 @@ def finetune_point(
         progress=cmd.progress,
     )
     return finetune(args)
+
+
+def finetune_all(
+    cmd: CompareCommand, points: list[dict[str, Any]], out: Path, data_dir: Path
+) -> dict[str, Any]:
+    """Fine-tune every point on every task (``cmd.finetune_jobs`` at a time).
+
+    Fills each point's ``scores``; returns each task's floors (one split for every point).
+    """
+    settings = finetune_settings(cmd)
+    jobs = [
+        (p, task, out / "finetune" / f"{p['run']}-{p['steps']}" / f"{task}-{settings}")
+        for p in points
+        for task in cmd.tasks
+    ]
+    args = [
+        (f"{p['arm']} @ {p['flops']:.3g} FLOPs", p["model"], task, where, data_dir, out / "floors")
+        for p, task, where in jobs
+    ]
+    if cmd.finetune_jobs > 1:
+        results = _side_by_side(dataclasses.replace(cmd, progress=False), args)
+    else:
+        results = [_finetune_job(cmd, *a) for a in args]
+    floors: dict[str, Any] = {}
+    for (p, task, _), res in zip(jobs, results, strict=True):
+        p.setdefault("scores", {})[task] = _main_scores(res)
+        floors.setdefault(task, _task_floors(res))
+    return floors
+
+
+def _finetune_job(cmd: CompareCommand, label: str, model: str, task: str, *rest: Path) -> dict:
+    _log(f"fine-tuning {label} on {task}")
+    return finetune_point(cmd, model, task, *rest)
+
+
+def _side_by_side(cmd: CompareCommand, args: list[tuple]) -> list[dict]:
+    """``_finetune_job(cmd, *a)`` for each ``a``, in ``cmd.finetune_jobs`` spawned processes.
+
+    The jobs not done yet get the processes (finished ones are only read back);
+    the first failure cancels the jobs not started, waits for those running
+    (their results are kept) and is raised.
+    """
+    import multiprocessing
+    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    import torch
+
+    pending = [a for a in args if not _complete(a[3] / "results.json")]
+    jobs = min(cmd.finetune_jobs, len(pending))
+    if jobs <= 1:
+        return [_finetune_job(cmd, *a) for a in args]
+    threads = max(1, torch.get_num_threads() // jobs)
+    pool = ProcessPoolExecutor(
+        jobs,
+        mp_context=multiprocessing.get_context("spawn"),  # no forked OpenMP/torch state
+        initializer=torch.set_num_threads,
+        initargs=(threads,),
+    )
+    try:
+        futures = {a[3]: pool.submit(_finetune_job, cmd, *a) for a in pending}
+        wait(futures.values(), return_when=FIRST_EXCEPTION)
+        return [futures[a[3]].result() if a[3] in futures else _finetune_job(cmd, *a) for a in args]
+    except BrokenProcessPool:
+        raise RuntimeError(
+            "a fine-tuning process died (out of memory, or killed?); run again with "
+            "--finetune-jobs 1 to see the error in this process (finished jobs are kept)"
+        ) from None
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
+def _complete(results: Path) -> bool:
+    return results.is_file() and bool(json.loads(results.read_text()).get("complete"))
 
 
 def _main_scores(results: dict) -> dict[str, float]:
@@ -445,6 +530,8 @@ def _task_floors(results: dict) -> dict[str, Any]:
 
 def compare(cmd: CompareCommand) -> dict[str, Any]:
     """Run the whole comparison; returns what ``compare.json`` holds."""
+    if cmd.finetune_jobs < 1:
+        raise ConfigError(f"finetune_jobs: at least 1 (got {cmd.finetune_jobs})")
     t0 = time.time()
     out = Path(cmd.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -468,16 +555,7 @@ def compare(cmd: CompareCommand) -> dict[str, Any]:
     for arm in ARMS:
         arm_points, per_step[arm] = pretrain_arm(cmd, arm, blocks, out)
         points += arm_points
-    settings = finetune_settings(cmd)
-    floors: dict[str, Any] = {}
-    for p in points:
-        p["scores"] = {}
-        for task in cmd.tasks:
-            where = out / "finetune" / f"{p['run']}-{p['steps']}" / f"{task}-{settings}"
-            _log(f"fine-tuning {p['arm']} @ {p['flops']:.3g} FLOPs on {task}")
-            results = finetune_point(cmd, p["model"], task, where, data_dir, out / "floors")
-            p["scores"][task] = _main_scores(results)
-            floors.setdefault(task, _task_floors(results))  # the same split for every point
+    floors = finetune_all(cmd, points, out, data_dir)
     result = {
         "command": asdict(cmd),
         "blocks": str(blocks),

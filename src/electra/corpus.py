@@ -34,7 +34,8 @@ name). Inputs may be files, glob patterns (``**`` recurses) or directories
 A UTF-8 byte-order mark and CRLF line ends are removed. ``strip_gutenberg``
 drops a Project Gutenberg header (up to the ``*** START OF ...`` line) and
 everything from the ``End of the Project Gutenberg EBook`` / ``*** END OF``
-line, with a warning naming a file that has no such markers.
+line; a file whose header names Project Gutenberg but has no START line the
+patterns know gets a warning naming it, any other file passes quietly.
 
 Bad input never passes silently. A missing path, a glob matching nothing, a
 binary file, UTF-16 text, an unreadable compressed stream or an empty corpus
@@ -93,6 +94,7 @@ _START_RE = re.compile(
 _END_RE = re.compile(
     r"^\s*\*{3}\s*END OF (THE|THIS) PROJECT GUTENBERG|^\s*End of (the )?Project Gutenberg", re.I
 )
+_NAMED_RE = re.compile(r"project gutenberg", re.I)
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
 
@@ -474,10 +476,16 @@ def detect_format(path: Path, head: bytes) -> str:
 def _gutenberg_filter(
     lines: Iterable[tuple[int, list[str | None]]], path: Path
 ) -> Iterator[tuple[int, list[str | None]]]:
-    """Drop the Project Gutenberg header (to the START line) and footer (from END)."""
+    """Drop the Project Gutenberg header (to the START line) and footer (from END).
+
+    A file whose header never names Project Gutenberg (another source in the same
+    corpus) passes unchanged and quietly; a Gutenberg book without a START line
+    the patterns know passes unchanged with a warning.
+    """
     state = "header"
     held: list[tuple[int, list[str | None]]] = []
     held_lines = 0
+    named = False  # the header names Project Gutenberg: a missing START line is worth a warning
     for first, block in lines:
         if state == "footer":
             continue
@@ -486,13 +494,15 @@ def _gutenberg_filter(
             if start is None:
                 held.append((first, block))
                 held_lines += len(block)
+                named = named or any(s and _NAMED_RE.search(s) for s in block)
                 if held_lines > GUTENBERG_HEADER_MAX_LINES:
-                    log.warning(
-                        "%s: no Project Gutenberg START line in the first %d lines; "
-                        "nothing stripped from its start",
-                        path,
-                        GUTENBERG_HEADER_MAX_LINES,
-                    )
+                    if named:
+                        log.warning(
+                            "%s: no Project Gutenberg START line in the first %d lines; "
+                            "nothing stripped from its start",
+                            path,
+                            GUTENBERG_HEADER_MAX_LINES,
+                        )
                     state = "body"
                     yield from held
                     held = []
@@ -507,7 +517,8 @@ def _gutenberg_filter(
         if block:
             yield first, block
     if state == "header":
-        log.warning("%s: no Project Gutenberg START line; nothing stripped", path)
+        if named:
+            log.warning("%s: no Project Gutenberg START line; nothing stripped", path)
         yield from held
 
 

@@ -196,6 +196,16 @@ def _normalise(text: str) -> str:
     return " ".join(text.split())
 
 
+def _scored_texts(splits) -> set[str]:
+    """The texts fine-tuning scores (every dev and test example), whitespace collapsed."""
+    return set(_texts([*splits.dev, *splits.test]))
+
+
+def _texts(examples: list) -> list[str]:
+    """Every text of ``examples`` (a pair gives two), whitespace collapsed."""
+    return [_normalise(t) for e in examples for t in (e.text, e.text_pair) if t]
+
+
 def unscored_reviews(data_dir: Path, path: Path) -> Path:
     """Every raw NSMC review whose text is not in the fine-tuning's dev or test split.
 
@@ -211,41 +221,44 @@ def unscored_reviews(data_dir: Path, path: Path) -> Path:
     from electra.finetune.readers import read_json_array
     from electra.finetune.tasks import DataOptions, load_task_data
 
-    splits = load_task_data("nsmc", DataOptions(data_dir=str(data_dir))).splits
-    held_out = {_normalise(e.text) for e in [*splits.dev, *splits.test]}
+    held_out = _scored_texts(load_task_data("nsmc", DataOptions(data_dir=str(data_dir))).splits)
     films = []
     for f in sorted((data_dir / "nsmc/raw_subset").glob("*.json")):
         _, rows = read_json_array(f)
         texts = [_normalise(str(r.get("review") or "")) for _, r in rows]
         if kept := [t for t in texts if t and t not in held_out]:
             films.append("\n".join(kept) + "\n")
-    path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, "\n".join(films))
     return path
 
 
-def _texts(examples: list) -> list[str]:
-    """Every text of ``examples`` (a pair gives two), whitespace collapsed."""
-    return [_normalise(t) for e in examples for t in (e.text, e.text_pair) if t]
+TEXTS_PER_DOCUMENT = 200  # many documents, so the validation split gets its share (~1%)
 
 
-def unscored_task_text(task: str, data_dir: Path, path: Path) -> Path:
+def unscored_task_text(task: str, data_dir: Path, path: Path) -> Path | None:
     """The training split's texts of ``task`` (both sides of a pair) not in its dev or test split.
 
-    The unlabelled in-domain text of a task other than NSMC (e.g. SST-2's movie
-    review sentences) for a pre-training corpus: one text per line in one
-    document, the texts the fine-tuning scores (dev and test, compared after
-    collapsing whitespace) left out. Reused when already written.
+    The unlabelled in-domain text of a task other than NSMC (e.g. SST-2's
+    movie-review sentences and phrases) for a pre-training corpus: one text per
+    line, documents of 200 texts (``prepare`` assigns whole documents to
+    validation: one document would put all or nothing there); the texts the
+    fine-tuning scores (dev and test, compared after collapsing whitespace)
+    left out. None for a task whose examples are not texts (tagging, QA).
+    Reused when already written.
     """
     if path.is_file():
         return path
+    from electra.finetune.common import TextExample
     from electra.finetune.tasks import DataOptions, load_task_data
 
     splits = load_task_data(task, DataOptions(data_dir=str(data_dir))).splits
-    held_out = set(_texts([*splits.dev, *splits.test]))
-    kept = dict.fromkeys(t for t in _texts(splits.train) if t and t not in held_out)  # in order
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, "".join(f"{t}\n" for t in kept))
+    if not all(isinstance(e, TextExample) for e in splits.train):
+        return None
+    held_out = _scored_texts(splits)
+    kept = list(dict.fromkeys(t for t in _texts(splits.train) if t not in held_out))  # in order
+    n = TEXTS_PER_DOCUMENT
+    docs = ["".join(f"{t}\n" for t in kept[i : i + n]) for i in range(0, len(kept), n)]
+    atomic_write_text(path, "\n".join(docs))
     return path
 
 

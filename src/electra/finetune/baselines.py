@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from electra.files import atomic_write_text
 from electra.finetune.classification import classification_metrics, regression_metrics
 from electra.finetune.common import TextExample
 from electra.finetune.families import Family, get_family
@@ -217,10 +218,8 @@ def compute_floors(
         "seconds": time.perf_counter() - t0,
     }
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(floors, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        tmp.replace(path)
+        path.parent.mkdir(parents=True, exist_ok=True)  # a unique temporary name: jobs side by side
+        atomic_write_text(path, json.dumps(floors, indent=1, ensure_ascii=False) + "\n")
     return {**floors, "cached": False}
 
 
