@@ -159,7 +159,7 @@ class CompareCommand:
         default=1,
         metadata={
             "doc": "Fine-tunings run side by side, each in its own process on an equal "
-            "share of the CPU threads."
+            "share of the CPU threads (2 on 2 cores: 1.26x the throughput of 1, README)."
         },
     )
     vocab_size: int = field(default=16000, metadata={"doc": "Vocabulary size when built here."})
