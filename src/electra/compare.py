@@ -450,10 +450,7 @@ def finetune_all(
         (f"{p['arm']} @ {p['flops']:.3g} FLOPs", p["model"], task, where, data_dir, out / "floors")
         for p, task, where in jobs
     ]
-    if cmd.finetune_jobs > 1:
-        results = _side_by_side(dataclasses.replace(cmd, progress=False), args)
-    else:
-        results = [_finetune_job(cmd, *a) for a in args]
+    results = _run_jobs(cmd, args)
     floors: dict[str, Any] = {}
     for (p, task, _), res in zip(jobs, results, strict=True):
         p.setdefault("scores", {})[task] = _main_scores(res)
@@ -466,8 +463,9 @@ def _finetune_job(cmd: CompareCommand, label: str, model: str, task: str, *rest:
     return finetune_point(cmd, model, task, *rest)
 
 
-def _side_by_side(cmd: CompareCommand, args: list[tuple]) -> list[dict]:
-    """``_finetune_job(cmd, *a)`` for each ``a``, in ``cmd.finetune_jobs`` spawned processes.
+def _run_jobs(cmd: CompareCommand, args: list[tuple]) -> list[dict]:
+    """``_finetune_job(cmd, *a)`` for each ``a``: here one at a time, or in up to
+    ``cmd.finetune_jobs`` spawned processes.
 
     The jobs not done yet get the processes (finished ones are only read back);
     the first failure cancels the jobs not started, waits for those running
@@ -483,6 +481,7 @@ def _side_by_side(cmd: CompareCommand, args: list[tuple]) -> list[dict]:
     jobs = min(cmd.finetune_jobs, len(pending))
     if jobs <= 1:
         return [_finetune_job(cmd, *a) for a in args]
+    cmd = dataclasses.replace(cmd, progress=False)  # bars of processes side by side would mix
     threads = max(1, torch.get_num_threads() // jobs)
     pool = ProcessPoolExecutor(
         jobs,

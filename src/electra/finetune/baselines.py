@@ -218,7 +218,7 @@ def compute_floors(
         "seconds": time.perf_counter() - t0,
     }
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)  # a unique temporary name: jobs side by side
+        # a unique temporary name (and the folder made): jobs side by side never clash
         atomic_write_text(path, json.dumps(floors, indent=1, ensure_ascii=False) + "\n")
     return {**floors, "cached": False}
 
