@@ -154,6 +154,26 @@ def test_weight_decay_spares_biases_and_layernorm() -> None:
         parameter_depth("electra.encoder.layer.5.output.dense.weight", 2)
 
 
+def test_a_model_with_the_local_convolution_gets_parameter_groups() -> None:
+    """model.local_conv_kernel's convolution sits at the embeddings' depth (it once made
+    every fine-tuning of such a model fail)."""
+    cfg = ElectraConfig(
+        vocab_size=50,
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=16,
+        local_conv_kernel=3,
+    )
+    model = ElectraForSequenceClassification(ElectraModel(cfg), 2)
+    groups = parameter_groups(model, 1e-3, 0.5, 2)
+    lr = {n: g["lr"] for g in groups for n in g["param_names"]}
+    assert lr["electra.local_conv.weight"] == lr["electra.embeddings.word_embeddings.weight"]
+    assert parameter_depth("electra.local_conv.bias", 2) == 0
+
+
 def test_warmup_then_linear_decay_keeps_layer_ratios() -> None:
     model = _model(2)
     groups = parameter_groups(model, 1e-3, 0.5, 2)

@@ -251,11 +251,14 @@ def make_recipe(
 # ---------------------------------------------------------------------------
 
 _LAYER = re.compile(r"^electra\.encoder\.layer\.(\d+)\.")
+# Depth 0: the embeddings and what acts on them before the first layer (the projection, and
+# the local convolution of model.local_conv_kernel).
+_EMBEDDING_PARTS = ("electra.embeddings.", "electra.embeddings_project.", "electra.local_conv.")
 
 
 def parameter_depth(name: str, num_layers: int) -> int:
     """Depth of a parameter: 0 embeddings, ``i + 1`` encoder layer ``i``, ``L + 1`` the head."""
-    if name.startswith(("electra.embeddings.", "electra.embeddings_project.")):
+    if name.startswith(_EMBEDDING_PARTS):
         return 0
     m = _LAYER.match(name)
     if m:
