@@ -199,16 +199,34 @@ def model_card(kind: str, facts: dict[str, Any]) -> str:
         "",
         "## Use",
         "",
-        "```python",
-        f"from transformers import {arch}, AutoTokenizer",
-        f'model = {arch}.from_pretrained("path/to/this/directory")',
-        'tokenizer = AutoTokenizer.from_pretrained("path/to/this/directory")',
-        "```",
+        *_use_lines(arch, shape),
         "",
         "Made with the `electra` toolkit (`electra pretrain`, `electra export`).",
         "",
     ]
     return "\n".join(body)
+
+
+def _use_lines(arch: str, shape: ElectraConfig) -> list[str]:
+    """How to load the export: with transformers, or (local convolution) with electra only."""
+    if shape.local_conv_kernel:
+        return [
+            f"This model has a local convolution (`local_conv_kernel = {shape.local_conv_kernel}`"
+            "), which Hugging Face's ELECTRA does not have: `transformers` would load it "
+            "without the convolution (its weights listed as UNEXPECTED) and compute something "
+            "else. Load, fine-tune and export it with the `electra` toolkit:",
+            "",
+            "```bash",
+            "electra finetune --model path/to/this/directory --task nsmc",
+            "```",
+        ]
+    return [
+        "```python",
+        f"from transformers import {arch}, AutoTokenizer",
+        f'model = {arch}.from_pretrained("path/to/this/directory")',
+        'tokenizer = AutoTokenizer.from_pretrained("path/to/this/directory")',
+        "```",
+    ]
 
 
 def finetuned_card(architecture: str, info: dict[str, Any]) -> str:
