@@ -11,7 +11,7 @@ from finetune_fixtures import ko_model, one_thread, read_jsonl  # noqa: F401
 
 from electra.cli import main
 from electra.finetune.baselines import baseline_text, compute_floors, floor_lines, split_key
-from electra.finetune.common import TextExample
+from electra.finetune.common import TaggingExample, TextExample
 
 LABELS = ["negative", "positive"]
 
@@ -81,8 +81,42 @@ def test_regression_floors_mean_and_ridge() -> None:
     assert baseline_text(test[0]) == f"{test[0].text} 짝"  # a pair is concatenated
 
 
-def test_tagging_and_qa_have_no_floor() -> None:
-    assert compute_floors("tagging", ["O"], "f1", [], [], [], None) is None
+def test_qa_has_no_floor() -> None:
+    assert compute_floors("qa", [], "f1", [], [], [], None) is None
+
+
+def test_tagging_floor_memorises_each_units_most_frequent_tag(tmp_path: Path) -> None:
+    from electra.finetune.baselines import _repair_bio
+
+    def ex(words: str, tags: str) -> TaggingExample:
+        return TaggingExample.from_words(words.split(), tags.split())
+
+    train = [
+        ex("Kim went to Seoul", "B-PS O O B-LC"),
+        ex("Kim met Lee", "B-PS O B-PS"),
+        ex("Seoul is big", "O O O"),  # Seoul: B-LC once, O once -> first seen wins ties
+        ex("New York Seoul", "B-LC I-LC B-LC"),
+    ]
+    test = [ex("Lee saw York", "B-PS O B-LC"), ex("Park saw Kim", "B-PS O B-PS")]
+    labels = ["O", "B-PS", "I-PS", "B-LC", "I-LC"]
+    f = compute_floors("tagging", labels, "f1", train, train[:1], test, tmp_path)
+    assert f["constant"] == "memorised" and f["tfidf"] is None
+    # Lee -> B-PS (right), York -> I-LC repaired to B-LC (right), Kim -> B-PS (right),
+    # Park unseen -> O (missed): 3 of 4 entities found, no false ones.
+    test_scores = f["memorised"]["test"]
+    assert test_scores["precision"] == 1.0
+    assert test_scores["recall"] == pytest.approx(0.75)
+    assert _repair_bio(["I-LC", "I-LC", "O", "B-PS", "I-LC"]) == [
+        "B-LC",
+        "I-LC",
+        "O",
+        "B-PS",
+        "B-LC",
+    ]
+    lines = floor_lines(f, ["f1"])
+    assert "memorised" in lines[1] and lines[-1].split()[-1] == "-"  # no TF-IDF for tagging
+    again = compute_floors("tagging", labels, "f1", train, train[:1], test, tmp_path)
+    assert again["cached"] and again["memorised"] == f["memorised"]
 
 
 def test_finetune_results_and_printout_carry_the_floors(

@@ -606,7 +606,7 @@ def _floor_rows(floors: dict[str, Any], tasks: list[str]) -> list[str]:
     if not tasks or any(not floors.get(t) for t in tasks):
         return []
     rows = []
-    named = {"majority": "majority class", "mean": "training mean"}
+    named = {"majority": "majority class", "mean": "training mean", "memorised": "memorised tags"}
     names = " / ".join(sorted({named[floors[t]["constant_name"]] for t in tasks}))
     for key, label in (("tfidf", "TF-IDF floor"), ("constant", names)):
         values = [floors[t][key] for t in tasks]

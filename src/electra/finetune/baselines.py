@@ -15,7 +15,11 @@ train/dev/test examples as the model:
   dev split by the task's main metric, as fine-tuning chooses its epoch there.
   A sentence pair is concatenated into one text.
 
-Tagging and QA get no floor here (``None``).
+Tagging gets one floor, **memorised**: each unit (word, or character for
+character-level tasks) gets the tag it had most often in training, ``O`` when
+never seen, with BIO repaired (an ``I-X`` that continues nothing becomes
+``B-X``); the classic lookup baseline of NER shared tasks. (Always ``O``
+scores an entity F1 of 0.) QA gets no floor (``None``).
 
 Results are cached as ``CACHE/floors-KEY.json``, ``KEY`` a SHA-256 of the
 family, labels, main metric and every (text, pair, label) of the three splits:
@@ -37,7 +41,7 @@ import numpy as np
 
 from electra.files import atomic_write_text
 from electra.finetune.classification import classification_metrics, regression_metrics
-from electra.finetune.common import TextExample
+from electra.finetune.common import TaggingExample, TextExample
 from electra.finetune.families import Family, get_family
 
 STRENGTHS = (0.5, 2.0, 8.0)  # logistic-regression C; ridge alpha is 1 / C
@@ -62,13 +66,45 @@ def split_key(
         "labels": list(labels),
         "main_metric": main_metric,
         "strengths": STRENGTHS,
-        "splits": {
-            name: [[e.text, e.text_pair, e.label] for e in part]
-            for name, part in sorted(splits.items())
-        },
+        "splits": {name: [_example_key(e) for e in part] for name, part in sorted(splits.items())},
     }
     raw = json.dumps(body, ensure_ascii=False, sort_keys=True, default=str)
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def _example_key(e: TextExample | TaggingExample) -> list[Any]:
+    if isinstance(e, TaggingExample):
+        return [e.text, e.spans, e.tags]
+    return [e.text, e.text_pair, e.label]
+
+
+def _repair_bio(tags: list[str]) -> list[str]:
+    """``I-X`` after anything but ``B-X``/``I-X`` becomes ``B-X`` (a span must start)."""
+    out: list[str] = []
+    for tag in tags:
+        if tag.startswith("I-") and (not out or out[-1][2:] != tag[2:]):
+            tag = "B-" + tag[2:]
+        out.append(tag)
+    return out
+
+
+def memorised_tag_floor(
+    train: Sequence[TaggingExample], scored: dict[str, Sequence[TaggingExample]]
+) -> dict[str, Any]:
+    """Scores of tagging each unit with its most frequent training tag (``O`` if unseen)."""
+    from electra.finetune.tagging import seqeval_metrics
+
+    counts: dict[str, Counter] = {}
+    for e in train:
+        for unit, tag in zip(e.units, e.tags or [], strict=False):
+            counts.setdefault(unit, Counter())[tag] += 1
+    lookup = {unit: c.most_common(1)[0][0] for unit, c in counts.items()}
+    out: dict[str, Any] = {"predicts": f"the most frequent tag of each of {len(lookup)} units"}
+    for name, part in scored.items():
+        if part:
+            pred = [_repair_bio([lookup.get(u, "O") for u in e.units]) for e in part]
+            out[name] = seqeval_metrics([e.tags for e in part], pred)
+    return out
 
 
 def _classes(family: Family) -> bool:
@@ -189,11 +225,13 @@ def compute_floors(
 ) -> dict[str, Any] | None:
     """Both floors on exactly these splits, read from or written to ``cache_dir``.
 
-    Returns ``None`` for tagging and QA. The result records the cache key and
-    the number of examples each floor was trained and scored on.
+    Returns ``None`` for QA; tagging has the memorised floor only. The result
+    records the cache key and the number of examples each floor was trained and
+    scored on.
     """
     family = get_family(family)
-    if family.floor_constant is None:
+    tagging = family.name == "tagging"
+    if family.floor_constant is None and not tagging:
         return None
     splits = {"train": train, "dev": dev, "test": test}
     key = split_key(family, labels, main_metric, splits)
@@ -204,6 +242,17 @@ def compute_floors(
             return {**cached, "cached": True}
     t0 = time.perf_counter()
     scored = {"dev": dev, "test": test}
+    if tagging:
+        floors = {
+            "format": FORMAT,
+            "key": key,
+            "examples": {name: len(part) for name, part in splits.items()},
+            "constant": "memorised",
+            "memorised": memorised_tag_floor(train, scored),
+            "tfidf": None,
+            "seconds": time.perf_counter() - t0,
+        }
+        return _cached(path, floors)
     floors = {
         "format": FORMAT,
         "key": key,
@@ -217,6 +266,11 @@ def compute_floors(
         ),
         "seconds": time.perf_counter() - t0,
     }
+    return _cached(path, floors)
+
+
+def _cached(path: Path | None, floors: dict[str, Any]) -> dict[str, Any]:
+    """``floors`` written to ``path`` (when given); as returned by :func:`compute_floors`."""
     if path is not None:
         # a unique temporary name (and the folder made): jobs side by side never clash
         atomic_write_text(path, json.dumps(floors, indent=1, ensure_ascii=False) + "\n")
@@ -240,7 +294,7 @@ def floor_lines(floors: dict[str, Any] | None, metrics: Sequence[str]) -> list[s
     if not floors:
         return []
     const = floors["constant"]
-    tfidf = "TF-IDF+LR" if const == "majority" else "TF-IDF+ridge"
+    tfidf = {"majority": "TF-IDF+LR", "mean": "TF-IDF+ridge"}.get(const, "TF-IDF")
     lines = [
         f"floors on the same split ({floors['examples']['train']} train examples; x100):",
         f"  {'split':<6} {'metric':<14} {const:>9} {tfidf:>13}",
