@@ -23,7 +23,7 @@ from electra.finetune.recipe import (
 from electra.model import ElectraModel
 
 
-def _model(layers: int, embedding: int = 16, head: str = "cls") -> torch.nn.Module:
+def _model(layers: int, embedding: int = 16, head: str = "cls", **config) -> torch.nn.Module:
     cfg = ElectraConfig(
         vocab_size=50,
         embedding_size=embedding,
@@ -32,6 +32,7 @@ def _model(layers: int, embedding: int = 16, head: str = "cls") -> torch.nn.Modu
         num_attention_heads=4,
         intermediate_size=64,
         max_position_embeddings=16,
+        **config,
     )
     enc = ElectraModel(cfg)
     if head == "qa":
@@ -157,18 +158,7 @@ def test_weight_decay_spares_biases_and_layernorm() -> None:
 def test_a_model_with_the_local_convolution_gets_parameter_groups() -> None:
     """model.local_conv_kernel's convolution sits at the embeddings' depth (it once made
     every fine-tuning of such a model fail)."""
-    cfg = ElectraConfig(
-        vocab_size=50,
-        embedding_size=16,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=16,
-        local_conv_kernel=3,
-    )
-    model = ElectraForSequenceClassification(ElectraModel(cfg), 2)
-    groups = parameter_groups(model, 1e-3, 0.5, 2)
+    groups = parameter_groups(_model(2, local_conv_kernel=3), 1e-3, 0.5, 2)
     lr = {n: g["lr"] for g in groups for n in g["param_names"]}
     assert lr["electra.local_conv.weight"] == lr["electra.embeddings.word_embeddings.weight"]
     assert parameter_depth("electra.local_conv.bias", 2) == 0

@@ -230,8 +230,8 @@ def compute_floors(
     scored on.
     """
     family = get_family(family)
-    tagging = family.name == "tagging"
-    if family.floor_constant is None and not tagging:
+    const = family.floor_constant
+    if const is None:
         return None
     splits = {"train": train, "dev": dev, "test": test}
     key = split_key(family, labels, main_metric, splits)
@@ -242,35 +242,25 @@ def compute_floors(
             return {**cached, "cached": True}
     t0 = time.perf_counter()
     scored = {"dev": dev, "test": test}
-    if tagging:
-        floors = {
-            "format": FORMAT,
-            "key": key,
-            "examples": {name: len(part) for name, part in splits.items()},
-            "constant": "memorised",
-            "memorised": memorised_tag_floor(train, scored),
-            "tfidf": None,
-            "seconds": time.perf_counter() - t0,
+    if const == "memorised":
+        built = {const: memorised_tag_floor(train, scored), "tfidf": None}
+    else:
+        built = {
+            const: constant_floor(family, labels, train, scored),
+            "tfidf": tfidf_floor(family, labels, main_metric, train, dev, scored),
+            "tfidf_model": (
+                "TF-IDF char 1-4 + word 1-2 n-grams, "
+                + ("logistic regression" if _classes(family) else "ridge regression")
+            ),
         }
-        return _cached(path, floors)
     floors = {
         "format": FORMAT,
         "key": key,
         "examples": {name: len(part) for name, part in splits.items()},
-        "constant": family.floor_constant,
-        family.floor_constant: constant_floor(family, labels, train, scored),
-        "tfidf": tfidf_floor(family, labels, main_metric, train, dev, scored),
-        "tfidf_model": (
-            "TF-IDF char 1-4 + word 1-2 n-grams, "
-            + ("logistic regression" if _classes(family) else "ridge regression")
-        ),
+        "constant": const,
+        **built,
         "seconds": time.perf_counter() - t0,
     }
-    return _cached(path, floors)
-
-
-def _cached(path: Path | None, floors: dict[str, Any]) -> dict[str, Any]:
-    """``floors`` written to ``path`` (when given); as returned by :func:`compute_floors`."""
     if path is not None:
         # a unique temporary name (and the folder made): jobs side by side never clash
         atomic_write_text(path, json.dumps(floors, indent=1, ensure_ascii=False) + "\n")

@@ -94,7 +94,9 @@ class Family:
     sequence_level: bool = True  # one output row per input (not per token)
     default_max_length: int = 128
     default_epochs: int = 3  # Table 7; a task may ask for more (TaskSpec.epochs)
-    floor_constant: str | None = None  # "majority"/"mean": floors of baselines.py; None: none
+    # The floor beside the scores (baselines.py): "majority"/"mean" (with TF-IDF), "memorised"
+    # (tagging's lookup floor); None: none.
+    floor_constant: str | None = None
     torch_side: str = ""  # "module:attribute" of the PyTorch side, imported on first use
 
     def __repr__(self) -> str:
@@ -378,6 +380,7 @@ class TaggingFamily(Family):
     main_metric = "f1"
     reported_metrics = ("f1", "precision", "recall")
     sequence_level = False
+    floor_constant = "memorised"
     torch_side = "electra.finetune.tagging:TAGGING_TORCH"
 
     def metric_names(self, num_labels: int) -> list[str]:
