@@ -219,3 +219,101 @@ def test_encoder_loads_from_any_head(tmp_path: Path) -> None:
         want = ref.electra(ids, attention_mask=mask, token_type_ids=types).last_hidden_state
         assert _close(enc(ids, mask, types), want) <= 1e-5
     assert raw["architectures"] == ["ElectraForSequenceClassification"]
+
+
+# ConvBERT's mixed attention (model.conv_kernel_size): exported as transformers' ConvBERT.
+
+
+def _convbert_config(**kw) -> ElectraConfig:
+    base = dict(
+        vocab_size=120,
+        embedding_size=32,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=96,
+        max_position_embeddings=40,
+        conv_kernel_size=5,
+    )
+    return ElectraConfig(**{**base, **kw})
+
+
+@pytest.mark.parametrize("head_ratio", [1, 2, 8])
+def test_convbert_export_loads_in_transformers_with_the_same_outputs(
+    tmp_path: Path, head_ratio: int
+) -> None:
+    """Padded rows included: transformers' convolution reads padded positions, and ours too."""
+    from electra.model import ElectraDiscriminator, ElectraGenerator
+
+    cfg = _convbert_config(head_ratio=head_ratio)
+    torch.manual_seed(5)
+    disc, gen = ElectraDiscriminator(cfg).eval(), ElectraGenerator(cfg).eval()
+    with torch.no_grad():  # non-trivial LayerNorms and biases (the span convolution's too)
+        for p in list(disc.parameters()) + list(gen.parameters()):
+            p.add_(torch.randn_like(p) * 0.05)
+    export_discriminator(disc, tmp_path / "d")
+    export_generator(gen, tmp_path / "g")
+    config = json.loads((tmp_path / "d" / "config.json").read_text())
+    assert config["model_type"] == "convbert" and config["architectures"] == ["ConvBertModel"]
+    assert (config["conv_kernel_size"], config["head_ratio"]) == (5, head_ratio)
+    ref_d = transformers.AutoModel.from_pretrained(tmp_path / "d").eval()
+    ref_g = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "g").eval()
+    assert type(ref_d).__name__ == "ConvBertModel"
+    assert type(ref_g).__name__ == "ConvBertForMaskedLM"
+    ids, mask, types = padded_batch()
+    with torch.no_grad():
+        want = ref_d(ids, mask, types).last_hidden_state
+        assert _close(disc.electra(ids, mask, types), want) <= 1e-5
+        assert _close(ref_g(ids, mask, types).logits, gen(ids, mask, types)) <= 1e-5
+    # Back through our loaders: the discriminator's head rode along under its own keys.
+    again = load_discriminator(tmp_path / "d").eval()
+    with torch.no_grad():
+        assert torch.equal(again(ids, mask, types), disc(ids, mask, types))
+    assert again.config == cfg and load_generator(tmp_path / "g").config == cfg
+
+
+def test_convbert_from_transformers_with_a_task_head(tmp_path: Path) -> None:
+    torch.manual_seed(6)
+    hf = transformers.ConvBertConfig(
+        vocab_size=120,
+        embedding_size=32,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=96,
+        max_position_embeddings=40,
+        num_labels=3,
+    )  # ConvBERT's defaults: conv_kernel_size 9, head_ratio 2
+    ref = transformers.ConvBertForSequenceClassification(hf).eval()
+    ref.save_pretrained(tmp_path)
+    enc, raw = load_encoder(tmp_path)
+    enc.eval()
+    assert (enc.config.conv_kernel_size, enc.config.head_ratio) == (9, 2)
+    assert raw["architectures"] == ["ElectraForSequenceClassification"]
+    ids, mask, types = padded_batch()
+    with torch.no_grad():
+        want = ref.convbert(ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+        assert _close(enc(ids, mask, types), want) <= 1e-5
+
+
+def test_convbert_with_grouped_feed_forward_is_refused_by_name(tmp_path: Path) -> None:
+    hf = transformers.ConvBertConfig(
+        vocab_size=120, hidden_size=64, num_attention_heads=4, intermediate_size=96, num_groups=2
+    )
+    hf.save_pretrained(tmp_path)
+    with pytest.raises(CheckpointError, match=r"config.json: num_groups = 2"):
+        load_encoder(tmp_path)
+
+
+def test_word_table_key_under_each_prefix() -> None:
+    from electra.hf import word_table_key
+
+    table = torch.zeros(3, 2)
+    for key in (
+        "electra.embeddings.word_embeddings.weight",
+        "convbert.embeddings.word_embeddings.weight",
+        "embeddings.word_embeddings.weight",
+    ):
+        assert word_table_key({key: table, "other": table}, "d") == key
+    with pytest.raises(CheckpointError, match="d: missing parameter"):
+        word_table_key({"other": table}, "d")

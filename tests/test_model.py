@@ -125,3 +125,47 @@ def test_local_conv_is_off_by_default_and_mixes_neighbours_when_on(tmp_path) -> 
     again = load_discriminator(tmp_path / "on").eval()
     mask = torch.ones_like(ids)
     assert torch.allclose(again(ids, mask), model(ids, mask), atol=1e-6)
+
+
+def test_convbert_mixed_attention_shapes_and_checks() -> None:
+    import pytest
+
+    from electra.config import ConfigError, generator_config
+    from electra.model import ElectraGenerator, MixedAttention
+
+    small = preset("small", conv_kernel_size=9)
+    assert (small.mixed_heads, small.head_dim) == (2, 64)  # 2 attention + 2 convolution heads
+    assert small.hf_architecture("ElectraForPreTraining") == "ConvBertModel"
+    assert preset("small").hf_architecture("ElectraForPreTraining") == "ElectraForPreTraining"
+    gen = generator_config(small, 0.25)  # 64 wide, 1 head: 1 attention + 1 convolution head
+    assert (gen.mixed_heads, gen.head_dim) == (1, 32)
+    x = torch.randint(5, 1000, (2, 16))
+    assert ElectraGenerator(gen)(x).shape == (2, 16, small.vocab_size)
+    disc = ElectraDiscriminator(preset("tiny", conv_kernel_size=3))
+    assert all(isinstance(layer.attention, MixedAttention) for layer in disc.electra.encoder.layer)
+    for bad, match in (
+        (dict(conv_kernel_size=4), "odd"),
+        (dict(conv_kernel_size=3, head_ratio=0), "head_ratio"),
+        (dict(conv_kernel_size=3, local_conv_kernel=3), "choose one"),
+        (dict(conv_kernel_size=3, hidden_size=60, head_ratio=1), "twice"),
+    ):
+        with pytest.raises(ConfigError, match=match):
+            preset("tiny", **bad)
+
+
+def test_convbert_convolution_heads_see_only_their_span() -> None:
+    """In the first layer, before any attention mixes the row, a convolution head's output
+    at position i depends on tokens i-K//2 .. i+K//2 only (the attention heads see all)."""
+    from electra.model import MixedSelfAttention
+
+    torch.manual_seed(0)
+    cfg = preset("tiny", conv_kernel_size=3)
+    mixed = MixedSelfAttention(cfg).eval()
+    x = torch.randn(1, 12, cfg.hidden_size)
+    moved = x.clone()
+    moved[0, 6] += 1.0
+    half = cfg.hidden_size // 2  # attention heads first, then convolution heads
+    a, b = mixed(x, None)[0, :, half:], mixed(moved, None)[0, :, half:]
+    changed = [i for i in range(12) if not torch.allclose(a[i], b[i])]
+    assert changed == [5, 6, 7]
+    assert not torch.allclose(mixed(x, None)[0, 0, :half], mixed(moved, None)[0, 0, :half])

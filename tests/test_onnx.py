@@ -41,16 +41,16 @@ def vocab_size(tok_dir: Path) -> int:
     return len([t for t in (tok_dir / "vocab.txt").read_text(encoding="utf-8").split("\n") if t])
 
 
-def tiny_task_model(root: Path, tok_dir: Path, family: str) -> Path:
+def tiny_task_model(root: Path, tok_dir: Path, family: str, name: str = "", **shape) -> Path:
     """A random tiny model with a task head, saved as ``electra finetune`` saves one."""
     labels, features = FAMILIES[family]
     torch.manual_seed(1)
     encoder = ElectraModel(
-        preset("tiny", vocab_size=vocab_size(tok_dir), max_position_embeddings=64)
+        preset("tiny", vocab_size=vocab_size(tok_dir), max_position_embeddings=64, **shape)
     )
     model = get_family(family).build_model(encoder, max(1, len(labels)))
     info = TaskInfo(task="custom", family=family, labels=labels, features=features)
-    return save_finetuned(model, root / family, info, tok_dir)
+    return save_finetuned(model, root / (name or family), info, tok_dir)
 
 
 @pytest.fixture(scope="session")
@@ -68,6 +68,12 @@ def exported(tmp_path_factory: pytest.TempPathFactory, en_tokenizer_dir: Path) -
     enc = export_discriminator(ElectraDiscriminator(cfg), root / "models" / "enc", en_tokenizer_dir)
     export_onnx(enc, root / "onnx" / "encoder")
     out["encoder"] = (enc, root / "onnx" / "encoder")
+    # ConvBERT's mixed attention (padding-dependent span convolution included).
+    conv = tiny_task_model(
+        root / "models", en_tokenizer_dir, "classification", "convbert", conv_kernel_size=3
+    )
+    export_onnx(conv, root / "onnx" / "convbert")
+    out["convbert"] = (conv, root / "onnx" / "convbert")
     return out
 
 
@@ -81,7 +87,7 @@ def padded_features(model: OnnxModel) -> list[dict]:
     return [{"input_ids": e.ids, "token_type_ids": e.type_ids} for e in encs]
 
 
-@pytest.mark.parametrize("family", [*FAMILIES, "encoder"])
+@pytest.mark.parametrize("family", [*FAMILIES, "encoder", "convbert"])
 def test_fp32_matches_pytorch_on_a_padded_batch(exported: dict, family: str) -> None:
     model_dir, onnx_dir = exported[family]
     rt = OnnxModel.load(onnx_dir, precision="fp32")
@@ -98,9 +104,8 @@ def test_fp32_matches_pytorch_on_a_padded_batch(exported: dict, family: str) -> 
     with torch.inference_mode():
         ref = torch_model(*(torch.from_numpy(batch[k]) for k in batch)).numpy()
     for i, f in enumerate(feats):
-        want = (
-            ref[i] if family in ("classification", "regression") else ref[i, : len(f["input_ids"])]
-        )
+        pooled = family in ("classification", "regression", "convbert")
+        want = ref[i] if pooled else ref[i, : len(f["input_ids"])]
         assert got[i].shape == want.shape
         np.testing.assert_allclose(got[i], want, atol=1e-4, rtol=0)
 

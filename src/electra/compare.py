@@ -46,7 +46,7 @@ from electra.files import atomic_write_json
 from electra.finetune.baselines import floor_scores
 from electra.finetune.run import finetune, finetune_args_from, finetune_options
 from electra.flops import paper_train_flops_per_step
-from electra.hf import export_random_discriminator
+from electra.hf import export_random_discriminator, word_table_key
 from electra.objectives import OBJECTIVES
 from electra.paths import default_data_dir
 from electra.tokenizer import train_tokenizer
@@ -380,8 +380,7 @@ def table_only_encoder(cmd: CompareCommand, blocks: Path, none: Path, out: Path)
     if (target / "model.safetensors").is_file():
         return target
     state = load_file(str(none / "model.safetensors"))
-    key = "electra.embeddings.word_embeddings.weight"
-    table = state[key]
+    table = state[word_table_key(state, str(none))]
     std = float(resolve_model(cfg, table.shape[0], "compare").initializer_range)
     rows, values, _ = ppmi_table(train, table.shape[1], std, seed=cfg.run.seed)
     table[torch.from_numpy(rows)] = torch.from_numpy(values).to(table.dtype)

@@ -64,6 +64,22 @@ class ElectraConfig:
         },
     )
 
+    conv_kernel_size: int = field(
+        default=0,
+        metadata={
+            "doc": "ConvBERT's mixed attention (0: off, ELECTRA's attention): in every layer "
+            "half of the attention width becomes span-based dynamic convolutions of this odd "
+            "width (ConvBERT uses 9). Exports as transformers' ConvBERT (ConvBertModel)."
+        },
+    )
+    head_ratio: int = field(
+        default=2,
+        metadata={
+            "doc": "With conv_kernel_size: num_attention_heads / head_ratio self-attention "
+            "heads (at least 1), as many convolution heads beside them (ConvBERT's name)."
+        },
+    )
+
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(
@@ -78,15 +94,64 @@ class ElectraConfig:
             raise ConfigError(
                 f"local_conv_kernel must be 0 (off) or odd, got {self.local_conv_kernel}"
             )
+        self._check_convbert()
         for name in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
 
+    def _check_convbert(self) -> None:
+        if self.conv_kernel_size < 0 or (self.conv_kernel_size and self.conv_kernel_size % 2 == 0):
+            raise ConfigError(
+                f"conv_kernel_size must be 0 (off) or odd, got {self.conv_kernel_size}"
+            )
+        if self.head_ratio < 1:
+            raise ConfigError(f"head_ratio must be at least 1, got {self.head_ratio}")
+        if not self.conv_kernel_size:
+            return
+        if self.local_conv_kernel:
+            raise ConfigError(
+                "local_conv_kernel and conv_kernel_size are two locality biases: choose one "
+                "(conv_kernel_size is the one transformers loads, as ConvBERT)"
+            )
+        if self.hidden_size % (2 * self.mixed_heads):
+            raise ConfigError(
+                f"hidden_size ({self.hidden_size}) must be divisible by twice the "
+                f"self-attention heads of ConvBERT's mixed attention ({self.mixed_heads})"
+            )
+
     @property
     def head_dim(self) -> int:
+        """Width of one attention head (of one of the two kinds under ConvBERT's mixing)."""
+        if self.conv_kernel_size:
+            return self.hidden_size // self.mixed_heads // 2
         return self.hidden_size // self.num_attention_heads
 
+    def hf_architecture(self, ours: str) -> str:
+        """The transformers class name an export of this shape carries for our ``ours``
+        (an ``Electra*`` name): ConvBERT's under mixed attention, else ``ours``."""
+        return CONVBERT_ARCHITECTURES.get(ours, ours) if self.conv_kernel_size else ours
 
+    @property
+    def mixed_heads(self) -> int:
+        """Self-attention heads (and as many convolution heads) of ConvBERT's mixed attention."""
+        return max(1, self.num_attention_heads // self.head_ratio)
+
+
+# A model with ConvBERT's mixed attention (``conv_kernel_size``) is, inside the toolkit, an
+# ELECTRA (``electra.`` keys, ``Electra*`` architectures); on disk it is transformers'
+# ConvBERT: ``convbert.`` keys, these architectures. transformers has no ConvBERT
+# discriminator class: a discriminator is written as a ``ConvBertModel`` whose RTD head's
+# keys (``discriminator_predictions.*``) ride along, as they do when an ELECTRA
+# discriminator is loaded for a task.
+CONVBERT_ARCHITECTURES = {
+    "ElectraForPreTraining": "ConvBertModel",
+    "ElectraModel": "ConvBertModel",
+    "ElectraForMaskedLM": "ConvBertForMaskedLM",
+    "ElectraForSequenceClassification": "ConvBertForSequenceClassification",
+    "ElectraForTokenClassification": "ConvBertForTokenClassification",
+    "ElectraForQuestionAnswering": "ConvBertForQuestionAnswering",
+    "ElectraForMultipleChoice": "ConvBertForMultipleChoice",
+}
 # The model shapes of the paper's Table 6 (and ``tiny``, for tests and smoke
 # runs); a config names one as ``model.preset``. The rest of each column (the
 # recipe) lives in the packaged config of the same name, ``configs/NAME.toml``,

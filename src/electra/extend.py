@@ -33,6 +33,7 @@ from electra.hf import (
     atomic_save_safetensors,
     read_config,
     read_state_dict,
+    word_table_key,
 )
 from electra.tokenizer import (
     build_tokenizer,
@@ -42,7 +43,6 @@ from electra.tokenizer import (
     vocab_list,
 )
 
-WORD_TABLE = "electra.embeddings.word_embeddings.weight"
 LM_BIAS = "generator_lm_head.bias"
 TIED_LM_WEIGHT = "generator_lm_head.weight"
 
@@ -128,9 +128,7 @@ def extend_directory(
     """Write ``src`` with its vocabulary extended into ``out`` (weights, config, tokenizer)."""
     config, raw = read_config(src)
     state = read_state_dict(src)
-    key = next((k for k in (WORD_TABLE, WORD_TABLE[len("electra.") :]) if k in state), None)
-    if key is None:
-        raise CheckpointError(f"{src}: missing parameter {WORD_TABLE!r}")
+    key = word_table_key(state, str(src))
     size = tok.get_vocab_size(with_added_tokens=True)
     if state[key].shape[0] != size:
         raise CheckpointError(

@@ -33,18 +33,45 @@ SOFTMAX_FLOPS = 5  # max, subtract, exp, sum, divide
 OFFICIAL_OUTPUT_FRAC = 0.15625  # generator softmax fraction used by the official script
 
 
+def _mixing(c: ElectraConfig) -> tuple[float, int, int]:
+    """Matmul FLOPs per token of one layer's token mixing, except the (L, L) products,
+    with the attention width A and the number of self-attention heads.
+
+    ELECTRA: q, k, v and output projections (8 h^2), A = h. ConvBERT's mixed attention
+    (``conv_kernel_size``): q, k, v to A = h/2, the separable span convolution, the
+    dynamic-kernel and convolution-value projections, the output (the K-tap weighted
+    sum runs as elementwise products, not a matmul: see :func:`_block_flops`).
+    """
+    h = c.hidden_size
+    if not c.conv_kernel_size:
+        return 4 * 2 * h * h, h, c.num_attention_heads
+    a, n, k = c.hidden_size // 2, c.mixed_heads, c.conv_kernel_size
+    flops = 3 * 2 * h * a + 2 * h * k + 2 * h * a + 2 * a * n * k + 2 * h * a
+    return flops + 2 * h * h, a, n
+
+
+def _mixing_parameters(c: ElectraConfig) -> int:
+    """Parameters of one layer's attention block before its output projection."""
+    h = c.hidden_size
+    if not c.conv_kernel_size:
+        return 3 * (h * h + h)
+    a, n, k = c.hidden_size // 2, c.mixed_heads, c.conv_kernel_size
+    return 3 * (h * a + a) + h * k + h * a + a + (a * n * k + n * k) + (h * a + a)
+
+
 def _block_flops(c: ElectraConfig, s: int) -> float:
     """Forward FLOPs of one transformer layer per token (official formula)."""
-    h, i, heads = c.hidden_size, c.intermediate_size, c.num_attention_heads
+    h, i = c.hidden_size, c.intermediate_size
+    mixing, a, heads = _mixing(c)
     return (
-        3 * 2 * h * h  # q, k, v projections
-        + 3 * h  # their biases
-        + 2 * h * s  # attention scores
+        mixing  # q, k, v projections, attention output (and ConvBERT's convolution)
+        + 2 * a * c.conv_kernel_size  # ConvBERT's K-tap weighted sum (0 for ELECTRA)
+        + 3 * a  # q, k, v biases
+        + 2 * a * s  # attention scores
         + SOFTMAX_FLOPS * s * heads
         + DROPOUT_FLOPS * s * heads
         + s * heads  # scaling
-        + 2 * h * s  # weighted sum of values
-        + 2 * h * h  # attention output
+        + 2 * a * s  # weighted sum of values
         + h  # bias
         + DROPOUT_FLOPS * h
         + h  # residual
@@ -158,7 +185,8 @@ def executed_matmul_flops_per_step(
 
     def body(c: ElectraConfig) -> float:
         h, i, e = c.hidden_size, c.intermediate_size, c.embedding_size
-        per_layer = 8 * h * h + 4 * h * i + 4 * h * seq_len  # qkv+out, FFN, scores+values
+        mixing, a, _ = _mixing(c)
+        per_layer = mixing + 4 * h * i + 4 * a * seq_len  # qkv+out, FFN, scores+values
         proj = 2 * e * h if e != h else 0
         return tokens * (c.num_hidden_layers * per_layer + proj)
 
@@ -181,7 +209,7 @@ def count_parameters(c: ElectraConfig, head: str = "none") -> int:
     e, h, i, v = c.embedding_size, c.hidden_size, c.intermediate_size, c.vocab_size
     emb = (v + c.max_position_embeddings + c.type_vocab_size) * e + 2 * e
     proj = (e * h + h) if e != h else 0
-    layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
+    layer = _mixing_parameters(c) + (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
     heads = {
         "none": 0,
         "disc": h * h + h + h + 1,

@@ -23,7 +23,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from electra.checkpoint import CheckpointError
-from electra.config import ConfigError, ElectraConfig, from_dict
+from electra.config import CONVBERT_ARCHITECTURES, ConfigError, ElectraConfig, from_dict
 from electra.files import atomic_path, atomic_write_json
 from electra.model import ElectraDiscriminator, ElectraGenerator, ElectraModel, plain_state_dict
 
@@ -50,6 +50,13 @@ KNOWN_ARCHITECTURES = {
     "ElectraForMultipleChoice",
     "ElectraForCausalLM",
 }
+_FROM_CONVBERT = {
+    convbert: electra
+    for electra, convbert in CONVBERT_ARCHITECTURES.items()
+    if electra != "ElectraForPreTraining"
+}
+# transformers' ConvBertConfig defaults, for a config.json that leaves them out.
+_CONVBERT_DEFAULTS = {"conv_kernel_size": 9, "head_ratio": 2}
 # Keys a checkpoint may carry that hold no parameters of ours.
 _IGNORED_SUFFIXES = ("position_ids", "generator_lm_head.weight")
 _OUR_FIELDS = {f for f in ElectraConfig.__dataclass_fields__}
@@ -70,8 +77,10 @@ def read_config(model_dir: str | os.PathLike[str]) -> tuple[ElectraConfig, dict[
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"{path}: not valid JSON ({exc})") from None
     model_type = raw.get("model_type", "electra")
-    if model_type != "electra":
-        raise CheckpointError(f"{path}: model_type {model_type!r} is not 'electra'")
+    if model_type not in ("electra", "convbert"):
+        raise CheckpointError(f"{path}: model_type {model_type!r} is not 'electra' or 'convbert'")
+    if model_type == "convbert":
+        raw = _from_convbert(raw, path)
     archs = raw.get("architectures") or []
     unknown = [a for a in archs if a not in KNOWN_ARCHITECTURES]
     if unknown:
@@ -89,6 +98,21 @@ def read_config(model_dir: str | os.PathLike[str]) -> tuple[ElectraConfig, dict[
         return from_dict(ElectraConfig, ours, source=str(path)), raw
     except ConfigError as exc:
         raise CheckpointError(str(exc)) from None
+
+
+def _from_convbert(raw: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A ConvBERT ``config.json`` as the toolkit reads it: ELECTRA names, mixed attention on."""
+    if raw.get("num_groups", 1) != 1:
+        raise CheckpointError(
+            f"{path}: num_groups = {raw['num_groups']}: ConvBERT's grouped feed-forward "
+            "layers are not supported (only num_groups = 1)"
+        )
+    archs = raw.get("architectures") or []
+    out = {**_CONVBERT_DEFAULTS, **raw}
+    out["architectures"] = [_FROM_CONVBERT.get(a, a) for a in archs]
+    if not out["conv_kernel_size"]:
+        raise CheckpointError(f"{path}: a ConvBERT config needs conv_kernel_size > 0")
+    return out
 
 
 def _load_weight_file(path: Path) -> dict[str, Tensor]:
@@ -122,7 +146,13 @@ def read_state_dict(model_dir: str | os.PathLike[str]) -> dict[str, Tensor]:
 
 
 def normalise_keys(state: dict[str, Tensor]) -> dict[str, Tensor]:
-    """Add the ``electra.`` prefix to bare ``ElectraModel`` checkpoints."""
+    """Keys under ``electra.``: ConvBERT's ``convbert.`` renamed, bare ``ElectraModel``
+    checkpoints prefixed."""
+    if any(k.startswith("convbert.") for k in state):
+        state = {
+            "electra." + k.removeprefix("convbert.") if k.startswith("convbert.") else k: v
+            for k, v in state.items()
+        }
     if any(k.startswith("electra.") for k in state):
         return state
     return {
@@ -133,6 +163,19 @@ def normalise_keys(state: dict[str, Tensor]) -> dict[str, Tensor]:
         ): v
         for k, v in state.items()
     }
+
+
+WORD_TABLE = "electra.embeddings.word_embeddings.weight"
+
+
+def word_table_key(state: dict[str, Tensor], source: str) -> str:
+    """The key of the word-embedding table in a directory's raw tensors: under
+    ``electra.`` (ELECTRA), ``convbert.`` (ConvBERT) or bare (a base-model checkpoint)."""
+    bare = WORD_TABLE.removeprefix("electra.")
+    for key in (WORD_TABLE, "convbert." + bare, bare):
+        if key in state:
+            return key
+    raise CheckpointError(f"{source}: missing parameter {WORD_TABLE!r}")
 
 
 def load_into(
@@ -242,6 +285,12 @@ def hf_config_dict(config: ElectraConfig, architecture: str, **extra: Any) -> di
     out.update({k: getattr(config, k) for k in ElectraConfig.__dataclass_fields__})
     if not config.local_conv_kernel:
         del out["local_conv_kernel"]  # off: a plain transformers ELECTRA config
+    if config.conv_kernel_size:  # transformers' ConvBERT
+        out["architectures"] = [config.hf_architecture(architecture)]
+        out["model_type"] = "convbert"
+        out["num_groups"] = 1
+    else:
+        del out["conv_kernel_size"], out["head_ratio"]
     out["position_embedding_type"] = "absolute"
     out["summary_type"] = "first"
     out["summary_use_proj"] = True
@@ -300,6 +349,10 @@ def save_hf_directory(
     """Write a directory ``transformers`` loads offline: weights, config, tokenizer."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if config.conv_kernel_size:  # transformers' ConvBERT keeps the body under convbert.
+        state = {
+            "convbert." + k[8:] if k.startswith("electra.") else k: v for k, v in state.items()
+        }
     atomic_save_safetensors(state, out / "model.safetensors", metadata={"format": "pt"})
     atomic_write_json(out / "config.json", hf_config_dict(config, architecture, **config_extra))
     if tokenizer_dir is not None:

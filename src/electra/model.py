@@ -195,14 +195,45 @@ def plain_state_dict(module: nn.Module) -> dict[str, Tensor]:
 
 
 class SelfAttention(nn.Module):
-    """Q, K, V projections (HF names ``query``/``key``/``value``)."""
+    """Q, K, V projections (HF names ``query``/``key``/``value``), H -> A (A = H for ELECTRA)."""
 
-    def __init__(self, config: ElectraConfig) -> None:
+    def __init__(self, config: ElectraConfig, width: int | None = None) -> None:
         super().__init__()
-        H = config.hidden_size
-        self.query = nn.Linear(H, H)
-        self.key = nn.Linear(H, H)
-        self.value = nn.Linear(H, H)
+        H, A = config.hidden_size, width or config.hidden_size
+        self.query = nn.Linear(H, A)
+        self.key = nn.Linear(H, A)
+        self.value = nn.Linear(H, A)
+
+    def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(B, L, H) -> q, k, v, each (B, L, A).
+
+        One matmul for the three (three small ones waste a CPU's vector units);
+        the parameters stay separate so checkpoints keep HF's names.
+        """
+        w = torch.cat([self.query.weight, self.key.weight, self.value.weight])
+        b = torch.cat([self.query.bias, self.key.bias, self.value.bias])
+        return F.linear(x, w, b).split(self.query.out_features, dim=-1)
+
+
+def _attend(q: Tensor, k: Tensor, v: Tensor, nh: int, mask: Tensor | None, p: float) -> Tensor:
+    """Multi-head scaled dot-product attention: q, k, v (B, L, A) -> (B, L, A).
+
+    mask: (B, 1, 1, L) bool, True where the key is a real token; p: dropout
+    on the attention probabilities (0 when not training).
+    """
+    B, L, A = q.shape
+
+    def heads(t: Tensor) -> Tensor:  # (B, L, A) -> (B, nh, L, A/nh)
+        return t.view(B, L, nh, A // nh).transpose(1, 2)
+
+    q, k, v = heads(q), heads(k), heads(v)
+    if p > 0.0 and q.device.type == "cpu":
+        # On CPU, SDPA with dropout falls back to its plain math kernel and a
+        # slow Bernoulli mask; the same computation with our mask is faster.
+        ctx = _attention_with_dropout(q, k, v, mask, p)
+    else:
+        ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+    return ctx.transpose(1, 2).reshape(B, L, A)  # (B, nh, L, d) -> (B, L, A)
 
 
 class ResidualOutput(nn.Module):
@@ -221,6 +252,8 @@ class ResidualOutput(nn.Module):
 
 
 class Attention(nn.Module):
+    """ELECTRA's self-attention block: multi-head attention, then :class:`ResidualOutput`."""
+
     def __init__(self, config: ElectraConfig) -> None:
         super().__init__()
         self.self = SelfAttention(config)
@@ -229,28 +262,81 @@ class Attention(nn.Module):
         self.dropout_p = config.attention_probs_dropout_prob
 
     def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
-        B, L, H = x.shape
-        nh = self.num_heads
-
-        def heads(t: Tensor) -> Tensor:  # (B, L, H) -> (B, nh, L, H/nh)
-            return t.view(B, L, nh, H // nh).transpose(1, 2)
-
-        # One matmul for Q, K and V (three small ones waste a CPU's vector units);
-        # the parameters stay separate so checkpoints keep HF's names.
-        sa = self.self
-        w = torch.cat([sa.query.weight, sa.key.weight, sa.value.weight])
-        b = torch.cat([sa.query.bias, sa.key.bias, sa.value.bias])
-        q, k, v = (heads(t) for t in F.linear(x, w, b).split(H, dim=-1))
-        # mask: (B, 1, 1, L) bool, True where the key is a real token.
         p = self.dropout_p if self.training else 0.0
-        if p > 0.0 and x.device.type == "cpu":
-            # On CPU, SDPA with dropout falls back to its plain math kernel and a
-            # slow Bernoulli mask; the same computation with our mask is faster.
-            ctx = _attention_with_dropout(q, k, v, mask, p)
-        else:
-            ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
-        ctx = ctx.transpose(1, 2).reshape(B, L, H)  # (B, nh, L, d) -> (B, L, H)
-        return self.output(ctx, x)
+        return self.output(_attend(*self.self.project(x), self.num_heads, mask, p), x)
+
+
+class SeparableConv1D(nn.Module):
+    """Depthwise then pointwise convolution over the sequence, one bias (HF ConvBERT's names).
+
+    (B, L, H) -> (B, L, A). The bias keeps HF's (A, 1) shape so checkpoints convert as they are.
+    """
+
+    def __init__(self, config: ElectraConfig, width: int) -> None:
+        super().__init__()
+        H, K = config.hidden_size, config.conv_kernel_size
+        self.depthwise = nn.Conv1d(H, H, K, groups=H, padding=K // 2, bias=False)
+        self.pointwise = nn.Conv1d(H, width, 1, bias=False)
+        self.bias = nn.Parameter(torch.zeros(width, 1))
+        for conv in (self.depthwise, self.pointwise):
+            nn.init.normal_(conv.weight, std=config.initializer_range)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return (self.pointwise(self.depthwise(x.transpose(1, 2))) + self.bias).transpose(1, 2)
+
+
+class MixedSelfAttention(SelfAttention):
+    """ConvBERT's mixed attention (Jiang et al., 2020): beside ``n`` self-attention heads,
+    ``n`` span-based dynamic convolution heads of the same width.
+
+    Each convolution head mixes the K tokens around a position with weights computed
+    from that position's span (a separable convolution of the keys, times the query), so
+    every layer sees its neighbours from the first step: the locality that plain
+    ELECTRA has to discover through absolute positions, slowly at small budgets.
+    Names and arithmetic are transformers' ``ConvBertSelfAttention``, padding included:
+    its convolution reads padded positions too, so a token near the end of a padded
+    row gets the same (slightly padding-dependent) value as in ``transformers``.
+    """
+
+    def __init__(self, config: ElectraConfig) -> None:
+        self.num_heads, self.kernel = config.mixed_heads, config.conv_kernel_size
+        A = self.num_heads * config.head_dim  # hidden_size / 2
+        super().__init__(config, A)  # query, key, value: H -> A
+        self.key_conv_attn_layer = SeparableConv1D(config, A)
+        self.conv_kernel_layer = nn.Linear(A, self.num_heads * self.kernel)
+        self.conv_out_layer = nn.Linear(config.hidden_size, A)
+        self.dropout_p = config.attention_probs_dropout_prob
+
+    def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        B, L, _ = x.shape
+        n, K = self.num_heads, self.kernel
+        q, k, v = self.project(x)  # each (B, L, A)
+        p = self.dropout_p if self.training else 0.0
+        attended = _attend(q, k, v, n, mask, p)  # (B, L, A)
+        # One softmaxed K-tap kernel per position and head, from its span and its query.
+        dyn = self.conv_kernel_layer(self.key_conv_attn_layer(x) * q)  # (B, L, n*K)
+        dyn = dyn.view(B, L, n, K, 1).softmax(dim=3)
+        # The K taps as K shifted views of the zero-padded values (ConvBERT's unfold and
+        # matmul copy a (B, L, A, K) tensor: 2-6x slower on CPU, and no better elsewhere).
+        values = F.pad(self.conv_out_layer(x), (0, 0, K // 2, K // 2))  # (B, L+K-1, A)
+        values = values.view(B, L + K - 1, n, -1)  # (B, L+K-1, n, A/n)
+        conv = values[:, :L] * dyn[..., 0, :]
+        for j in range(1, K):
+            conv = conv + values[:, j : j + L] * dyn[..., j, :]  # (B, L, n, A/n)
+        # Attention heads first, then convolution heads: (B, L, 2n, A/n) -> (B, L, H).
+        return torch.cat([attended.view(B, L, n, -1), conv], dim=2).flatten(2)
+
+
+class MixedAttention(nn.Module):
+    """ConvBERT's attention block: :class:`MixedSelfAttention`, then :class:`ResidualOutput`."""
+
+    def __init__(self, config: ElectraConfig) -> None:
+        super().__init__()
+        self.self = MixedSelfAttention(config)
+        self.output = ResidualOutput(config, config.hidden_size)
+
+    def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        return self.output(self.self(x, mask), x)
 
 
 def _drop_mask(x: Tensor, p: float) -> Tensor:
@@ -289,7 +375,7 @@ class Layer(nn.Module):
 
     def __init__(self, config: ElectraConfig) -> None:
         super().__init__()
-        self.attention = Attention(config)
+        self.attention = MixedAttention(config) if config.conv_kernel_size else Attention(config)
         self.intermediate = Intermediate(config)
         self.output = ResidualOutput(config, config.intermediate_size)
 

@@ -172,7 +172,7 @@ def model_card(kind: str, facts: dict[str, Any]) -> str:
     )
     body = [
         _front_matter(kind),
-        f"# ELECTRA {kind} (`{arch}`)",
+        f"# ELECTRA {kind} (`{shape.hf_architecture(arch)}`)",
         "",
         f"This is {what}. Shape: {_shape(shape)}.",
         "",
@@ -220,6 +220,26 @@ def _use_lines(arch: str, shape: ElectraConfig) -> list[str]:
             "electra finetune --model path/to/this/directory --task nsmc",
             "```",
         ]
+    if shape.conv_kernel_size:
+        arch = shape.hf_architecture(arch)
+        head = (
+            " The replaced-token detection head is not part of transformers' ConvBERT: "
+            "its weights are listed as unused when it loads."
+            if arch == "ConvBertModel"
+            else ""
+        )
+        return [
+            f"An ELECTRA with ConvBERT's mixed attention (`conv_kernel_size = "
+            f"{shape.conv_kernel_size}`, `head_ratio = {shape.head_ratio}`), which "
+            f"`transformers` loads as ConvBERT (`{arch}`; for a task, "
+            f"`ConvBertForSequenceClassification` and the like).{head}",
+            "",
+            *_snippet(arch),
+        ]
+    return _snippet(arch)
+
+
+def _snippet(arch: str) -> list[str]:
     return [
         "```python",
         f"from transformers import {arch}, AutoTokenizer",

@@ -138,7 +138,8 @@ def save_finetuned(
     record_max_length(out, info.settings.max_length)
     body = json.dumps(dataclasses.asdict(info), indent=2, ensure_ascii=False) + "\n"
     atomic_write_bytes(out / TASK_FILE, body.encode("utf-8"))
-    write_card_text(out, finetuned_card(family.architecture, dataclasses.asdict(info)))
+    arch = model.config.hf_architecture(family.architecture)  # ConvBERT's for mixed attention
+    write_card_text(out, finetuned_card(arch, dataclasses.asdict(info)))
     return out
 
 
