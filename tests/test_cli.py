@@ -68,9 +68,11 @@ def test_a_dotted_flag_overrides_the_recipe_and_reaches_the_trainer(trained) -> 
 
 def test_fields_not_given_keep_the_recipe_values(trained) -> None:
     cfg = pretrain(trained, "--optim.learning_rate", "3e-4", "--model.hidden_size", "128")
-    # cpu.toml: warmup 100, batch 32, 4 layers of the small preset, output runs/cpu
+    # cpu.toml: warmup 100, batch 32, 4 layers of the small preset with ConvBERT's
+    # mixed attention, output runs/cpu
     assert (cfg.optim.warmup_steps, cfg.optim.batch_size) == (100, 32)
-    assert cfg.model == {"preset": "small", "num_hidden_layers": 4, "hidden_size": 128}
+    want = {"preset": "small", "num_hidden_layers": 4, "conv_kernel_size": 9, "hidden_size": 128}
+    assert cfg.model == want
     assert cfg.run.output_dir == "runs/cpu" and cfg.objective.disc_prior_bias is True
 
 

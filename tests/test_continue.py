@@ -327,7 +327,7 @@ def test_a_directory_that_is_not_electra(law_blocks, released, tmp_path) -> None
     )
     transformers.BertForMaskedLM(cfg).save_pretrained(bert)
     msg = refusal(continue_config(law_blocks, tmp_path / "run", bert))
-    assert msg == f"{bert / 'config.json'}: model_type 'bert' is not 'electra'"
+    assert msg == f"{bert / 'config.json'}: model_type 'bert' is not 'electra' or 'convbert'"
     # A generator given where the discriminator belongs.
     msg = refusal(continue_config(law_blocks, tmp_path / "run", released[1]))
     assert msg.startswith(f"{released[1] / 'config.json'}: architectures is ElectraForMaskedLM")

@@ -60,7 +60,8 @@ class ElectraConfig:
             "(in-row-swap AUC 0.82 against 0.51) and fine-tunes KLUE-NER to 47 F1 against "
             "33 (benchmarks/results/recipe_search.md). Not part of Hugging Face's ELECTRA: "
             "an export with it on loads only in this toolkit (transformers would drop the "
-            "convolution)."
+            "convolution). conv_kernel_size (ConvBERT, the cpu recipe's) does better and loads "
+            "in transformers."
         },
     )
 
