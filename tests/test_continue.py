@@ -501,3 +501,35 @@ def test_extend_vocab_refuses_known_tokens_and_ambiguous_sources(released, tmp_p
     with pytest.raises(ConfigError, match="either --tokens FILE or --corpus FILES"):
         extend_vocab(cmd)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_convbert_pair_continues_and_exports_as_convbert(released, law_blocks, tmp_path) -> None:
+    """Our ConvBERT exports (the cpu recipe's) are released checkpoints like any other."""
+    from electra.config import ElectraConfig
+    from electra.hf import TOKENIZER_FILES, export_discriminator, export_generator
+    from electra.model import ElectraDiscriminator, ElectraGenerator
+    from electra.train import Trainer, load_run_model
+
+    vocab = json.loads((released[0] / "config.json").read_text())["vocab_size"]
+    torch.manual_seed(0)
+    disc = ElectraDiscriminator(ElectraConfig(vocab_size=vocab, conv_kernel_size=3, **SHAPE))
+    gen_cfg = ElectraConfig(vocab_size=vocab, conv_kernel_size=3, **GEN_SHAPE)
+    gen = ElectraGenerator(gen_cfg, embeddings=disc.electra.embeddings)
+    dirs = tmp_path / "d", tmp_path / "g"
+    export_discriminator(disc, dirs[0])
+    export_generator(gen, dirs[1])
+    for d in dirs:  # the released pair's tokenizer (what law_blocks were prepared with)
+        for name in TOKENIZER_FILES:
+            if (released[0] / name).is_file():
+                shutil.copyfile(released[0] / name, d / name)
+    run = tmp_path / "run"
+    Trainer(continue_config(law_blocks, run, *dirs, "optim.max_steps=2")).fit()
+    config = json.loads((run / "hf" / "discriminator" / "config.json").read_text())
+    assert (config["model_type"], config["conv_kernel_size"]) == ("convbert", 3)
+    ours, _, _ = load_run_model(run)
+    hf = transformers.AutoModel.from_pretrained(run / "hf" / "discriminator").eval()
+    ids = torch.randint(5, vocab, (2, 20), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        want = ours.discriminator.electra.eval()(ids)
+        assert torch.allclose(hf(ids).last_hidden_state, want, atol=1e-5)
+    assert "ConvBertModel" in (run / "hf" / "discriminator" / "README.md").read_text()
