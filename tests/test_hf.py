@@ -224,18 +224,19 @@ def test_encoder_loads_from_any_head(tmp_path: Path) -> None:
 # ConvBERT's mixed attention (model.conv_kernel_size): exported as transformers' ConvBERT.
 
 
+CONVBERT_SHAPE = dict(
+    vocab_size=120,
+    embedding_size=32,
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=96,
+    max_position_embeddings=40,
+)
+
+
 def _convbert_config(**kw) -> ElectraConfig:
-    base = dict(
-        vocab_size=120,
-        embedding_size=32,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=96,
-        max_position_embeddings=40,
-        conv_kernel_size=5,
-    )
-    return ElectraConfig(**{**base, **kw})
+    return ElectraConfig(**{**CONVBERT_SHAPE, "conv_kernel_size": 5, **kw})
 
 
 @pytest.mark.parametrize("head_ratio", [1, 2, 8])
@@ -274,16 +275,8 @@ def test_convbert_export_loads_in_transformers_with_the_same_outputs(
 
 def test_convbert_from_transformers_with_a_task_head(tmp_path: Path) -> None:
     torch.manual_seed(6)
-    hf = transformers.ConvBertConfig(
-        vocab_size=120,
-        embedding_size=32,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=96,
-        max_position_embeddings=40,
-        num_labels=3,
-    )  # ConvBERT's defaults: conv_kernel_size 9, head_ratio 2
+    # ConvBERT's defaults: conv_kernel_size 9, head_ratio 2.
+    hf = transformers.ConvBertConfig(**CONVBERT_SHAPE, num_labels=3)
     ref = transformers.ConvBertForSequenceClassification(hf).eval()
     ref.save_pretrained(tmp_path)
     enc, raw = load_encoder(tmp_path)
