@@ -27,18 +27,19 @@ SHAPES = {
 }
 
 
+# The tiny body every test here builds (widths come from SHAPES or the test).
+BODY = dict(
+    vocab_size=120,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=96,
+    max_position_embeddings=40,
+)
+
+
 def hf_config(**kw) -> transformers.ElectraConfig:
-    base = dict(
-        vocab_size=120,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=96,
-        max_position_embeddings=40,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
-    base.update(kw)
-    return transformers.ElectraConfig(**base)
+    no_dropout = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    return transformers.ElectraConfig(**{**BODY, **no_dropout, **kw})
 
 
 def padded_batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -95,14 +96,7 @@ def test_generator_from_transformers(tmp_path: Path, shape: str) -> None:
 def test_export_loads_in_transformers(tmp_path: Path, shape: str) -> None:
     from electra.model import ElectraDiscriminator, ElectraGenerator
 
-    cfg = ElectraConfig(
-        vocab_size=120,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=96,
-        max_position_embeddings=40,
-        **SHAPES[shape],
-    )
+    cfg = ElectraConfig(**BODY, **SHAPES[shape])
     torch.manual_seed(3)
     disc = ElectraDiscriminator(cfg).eval()
     gen = ElectraGenerator(cfg).eval()
@@ -224,15 +218,7 @@ def test_encoder_loads_from_any_head(tmp_path: Path) -> None:
 # ConvBERT's mixed attention (model.conv_kernel_size): exported as transformers' ConvBERT.
 
 
-CONVBERT_SHAPE = dict(
-    vocab_size=120,
-    embedding_size=32,
-    hidden_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    intermediate_size=96,
-    max_position_embeddings=40,
-)
+CONVBERT_SHAPE = dict(BODY, **SHAPES["projected_embedding"])
 
 
 def _convbert_config(**kw) -> ElectraConfig:
