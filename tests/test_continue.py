@@ -344,7 +344,7 @@ def test_missing_weights_name_the_file_and_parameter(law_blocks, released, tmp_p
     state = load_file(str(no_head / "model.safetensors"))
     del state["discriminator_predictions.dense.weight"]
     save_file(state, str(no_head / "model.safetensors"), metadata={"format": "pt"})
-    msg = refusal(continue_config(law_blocks, tmp_path / "run2", no_head))
+    msg = refusal(continue_config(law_blocks, tmp_path / "run2", no_head))  # a partial head
     assert msg == (
         f"{no_head / 'model.safetensors'}: missing parameter "
         "'discriminator_predictions.dense.weight'"
@@ -357,6 +357,38 @@ def test_missing_weights_name_the_file_and_parameter(law_blocks, released, tmp_p
     save_file(state, str(bad_gen / "model.safetensors"), metadata={"format": "pt"})
     msg = refusal(continue_config(law_blocks, tmp_path / "run3", disc, bad_gen))
     assert msg.startswith(f"{bad_gen / 'model.safetensors'}: parameter '{key}' has shape")
+
+
+@pytest.mark.parametrize("sharing", ["tied", "gdes"])
+def test_an_encoder_only_release_gets_a_fresh_head(
+    law_blocks, released, tmp_path, capsys, sharing
+) -> None:
+    """ElectraModel (or ConvBertModel) releases hold no replaced-token head: the encoder is
+    loaded exactly and a fresh head is trained on it, and the log says so."""
+    from electra.hf import TOKENIZER_FILES
+    from electra.train import Trainer
+
+    encoder = tmp_path / "encoder"
+    release = transformers.ElectraForPreTraining.from_pretrained(released[0])
+    release.electra.save_pretrained(encoder)  # bare keys, architectures ElectraModel
+    for name in TOKENIZER_FILES:
+        if (released[0] / name).is_file():
+            shutil.copyfile(released[0] / name, encoder / name)
+    run = tmp_path / "run"
+    sets = ("optim.learning_rate=0.0", f'objective.embedding_sharing="{sharing}"')
+    Trainer(continue_config(law_blocks, run, encoder, None, *sets)).fit()
+    assert "without the replaced-token head" in capsys.readouterr().err
+    exported = load_file(str(run / "hf" / "discriminator" / "model.safetensors"))
+    original = load_file(str(released[0] / "model.safetensors"))
+    head = [k for k in original if k.startswith("discriminator_predictions.")]
+    body = [k for k in original if k not in head]
+    assert head and body and set(exported) == set(original)
+    assert all(torch.equal(exported[k], original[k]) for k in body)
+    assert not any(torch.equal(exported[k], original[k]) for k in head if k.endswith("weight"))
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["origin"]["fresh_head"] is True
+    card = (run / "hf" / "discriminator" / "README.md").read_text()
+    assert "with a fresh replaced-token head" in card
 
 
 def test_shape_comes_from_the_checkpoint(law_blocks, released, tmp_path) -> None:

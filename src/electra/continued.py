@@ -17,7 +17,9 @@ hand edits for is done here:
   discriminator's own, and the discriminator's deltas start at zero: the
   model starts from exactly the directory's discriminator;
 * many releases ship only the discriminator: a fresh generator of
-  ``objective.generator_size`` is then built over its embeddings;
+  ``objective.generator_size`` is then built over its embeddings; some ship
+  only its encoder (``ElectraModel``, ``ConvBertModel``, or a fine-tuned
+  model's): a fresh replaced-token head is then trained on top of it;
 * the blocks must have been prepared with the checkpoint's tokenizer: the
   manifest's tokenizer hash is compared with the hash of the directory's
   vocabulary, and a mismatch names both;
@@ -41,7 +43,7 @@ import torch
 from electra.checkpoint import CheckpointError
 from electra.config import ConfigError, ElectraConfig, generator_config
 from electra.files import sha256_file
-from electra.hf import WEIGHT_FILES, load_into, read_config, read_weights
+from electra.hf import WEIGHT_FILES, load_into, read_config, read_weights, weight_names
 from electra.model import EMBEDDING_TABLES, DisentangledEmbeddings
 from electra.pretraining import ElectraForPretraining, ObjectiveConfig
 from electra.special import SpecialIds
@@ -52,6 +54,7 @@ OVERRIDABLE = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 # Fields generator and discriminator must agree on: they share these embedding tables.
 SHARED_FIELDS = ("vocab_size", "embedding_size", "max_position_embeddings", "type_vocab_size")
 _EMBEDDINGS = "electra.embeddings."
+_HEAD = "discriminator_predictions."
 
 
 @dataclass
@@ -119,9 +122,9 @@ def read_discriminator_shape(model_dir: str, overrides: dict[str, Any]) -> Elect
     config, raw = read_config(model_dir)
     path = Path(model_dir) / "config.json"
     archs = _architectures(raw)
-    if "ElectraForMaskedLM" in archs and "ElectraForPreTraining" not in archs:
+    if any(a.endswith("ForMaskedLM") for a in archs) and "ElectraForPreTraining" not in archs:
         raise CheckpointError(
-            f"{path}: architectures is ElectraForMaskedLM, a generator; pass it with "
+            f"{path}: architectures is {', '.join(archs)}, a generator; pass it with "
             "--init-generator and the discriminator (ElectraForPreTraining) with --init-from"
         )
     fields = {f.name for f in dataclasses.fields(ElectraConfig)}
@@ -244,6 +247,7 @@ def origin(init: InitConfig, tokenizer_hash: str) -> dict[str, Any]:
         "discriminator": str(Path(init.discriminator).resolve()),
         "discriminator_weights": d_file,
         "discriminator_sha256": d_sha,
+        "fresh_head": is_headless(weight_names(init.discriminator)),
         "generator": None,
         "generator_weights": None,
         "generator_sha256": None,
@@ -267,8 +271,14 @@ def load_start_weights(model: ElectraForPretraining, init: InitConfig) -> list[s
     discriminator's (two separately trained models), that is said.
     """
     state, source = read_weights(init.discriminator)
-    load_discriminator_weights(model, state, source)
+    fresh_head = load_discriminator_weights(model, state, source)
     notes = [f"continuing from {init.discriminator} ({source})"]
+    if fresh_head:
+        notes.append(
+            f"{source} holds an encoder without the replaced-token head "
+            f"({_HEAD}*: e.g. an ElectraModel, ConvBertModel or fine-tuned release): "
+            "a fresh head starts on top of it"
+        )
     gen_cfg = model.generator.config
     if not init.generator:
         notes.append(
@@ -297,20 +307,33 @@ def load_start_weights(model: ElectraForPretraining, init: InitConfig) -> list[s
     return notes
 
 
-def load_discriminator_weights(model: ElectraForPretraining, state: dict, source: str) -> None:
+def is_headless(names: Any) -> bool:
+    """Whether tensor ``names`` (keys of a directory's weights) lack the replaced-token
+    head entirely: an encoder-only release, to which a fresh head is added."""
+    return not any(k.startswith(_HEAD) for k in names)
+
+
+def load_discriminator_weights(model: ElectraForPretraining, state: dict, source: str) -> bool:
     """A plain ELECTRA discriminator's tensors (HF names) into ``model.discriminator``.
 
     Tied, that is a key-for-key copy. Under gdes the directory's tables go to the
     shared (generator-owned) embedding module, its LayerNorm to the discriminator's
     own, and the deltas are zeroed, so the merged tables are the directory's.
+
+    A directory with no replaced-token head at all (an encoder-only release) keeps
+    the model's freshly initialised head; returns True then. A head with only some
+    of its tensors is an error, like any other missing tensor.
     """
+    headless = is_headless(state)
+    allow = (_HEAD,) if headless else ()
     embeddings = model.discriminator.electra.embeddings
     if not isinstance(embeddings, DisentangledEmbeddings):
-        load_into(model.discriminator, state, source)
-        return
-    load_into(model.discriminator, state, source, skip=(_EMBEDDINGS,))
+        load_into(model.discriminator, state, source, allow_missing=allow)
+        return headless
+    load_into(model.discriminator, state, source, skip=(_EMBEDDINGS,), allow_missing=allow)
     load_into(model.shared_embeddings, state, source, prefix=_EMBEDDINGS)
     load_into(embeddings.LayerNorm, state, source, prefix=_EMBEDDINGS + "LayerNorm.")
     with torch.no_grad():
         for name in EMBEDDING_TABLES:
             getattr(embeddings, f"{name}_delta").zero_()
+    return headless

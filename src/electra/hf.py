@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
@@ -143,6 +144,23 @@ def read_state_dict(model_dir: str | os.PathLike[str]) -> dict[str, Tensor]:
             return state
         return _load_weight_file(path)
     raise CheckpointError(f"{d}: no weights file (looked for {', '.join(WEIGHT_FILES)})")
+
+
+def weight_names(model_dir: str | os.PathLike[str]) -> set[str]:
+    """The tensor names of a model directory, without reading the tensors where the
+    format allows (safetensors headers, sharded indexes)."""
+    d = Path(model_dir)
+    for name in WEIGHT_FILES:
+        path = d / name
+        if name.endswith(".index.json") and path.is_file():
+            return set(json.loads(path.read_text(encoding="utf-8")).get("weight_map", {}))
+        if name.endswith(".safetensors") and path.is_file():
+            try:
+                with safe_open(str(path), framework="pt") as f:
+                    return set(f.keys())
+            except Exception as exc:  # a corrupt or truncated header
+                raise CheckpointError(f"{path}: cannot read weights ({exc})") from None
+    return set(read_state_dict(d))
 
 
 def normalise_keys(state: dict[str, Tensor]) -> dict[str, Tensor]:

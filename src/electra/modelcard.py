@@ -131,6 +131,8 @@ def _origin_lines(origin: dict[str, Any] | None) -> list[str]:
         f"- discriminator `{origin['discriminator']}` "
         f"(`{origin['discriminator_weights']}` sha256 `{origin['discriminator_sha256']}`)",
     ]
+    if origin.get("fresh_head"):
+        lines.append("- with a fresh replaced-token head (the directory held an encoder only)")
     if origin.get("generator"):
         lines.append(
             f"- generator `{origin['generator']}` "
