@@ -11,7 +11,7 @@ from finetune_fixtures import ko_model, one_thread, read_jsonl  # noqa: F401
 
 from electra.cli import main
 from electra.finetune.baselines import baseline_text, compute_floors, floor_lines, split_key
-from electra.finetune.common import TaggingExample, TextExample
+from electra.finetune.common import Answer, QAExample, TaggingExample, TextExample
 
 LABELS = ["negative", "positive"]
 
@@ -81,8 +81,50 @@ def test_regression_floors_mean_and_ridge() -> None:
     assert baseline_text(test[0]) == f"{test[0].text} 짝"  # a pair is concatenated
 
 
-def test_qa_has_no_floor() -> None:
-    assert compute_floors("qa", [], "f1", [], [], [], None) is None
+def born(i: int, name: str, city: str, year: int) -> QAExample:
+    """A question whose answer is the two words after the question's last word."""
+    context = (
+        f"{name} Park was born in {city} in {year}. Later {name} Park moved away and "
+        f"worked in many cities as a teacher for years."
+    )
+    start = context.index(f"in {city}")
+    return QAExample(
+        f"q{i}", f"Where was {name} Park born?", context, [Answer(f"in {city}", start)]
+    )
+
+
+def test_qa_window_floor_finds_spans_next_to_the_question_words(tmp_path: Path) -> None:
+    from electra.finetune.baselines import _same_word
+
+    assert _same_word("서울의", "서울에서") and _same_word("born", "borne")
+    assert not _same_word("a", "an") and not _same_word("is", "it")
+    cities = ["Busan", "Incheon", "Daegu", "Gwangju", "Ulsan", "Suwon"]
+    dev = [born(i, f"Name{i}", c, 1980 + i) for i, c in enumerate(cities[:3])]
+    test = [born(i, f"Name{i}", c, 1990 + i) for i, c in enumerate(cities[3:], 3)]
+    f = compute_floors("qa", [], "f1", [], dev, test, tmp_path, qa_style="squad")
+    assert f["constant"] == "window" and f["tfidf"] is None
+    # "in CITY" follows "Kim Park was born"; any other span has fewer question words near it.
+    assert (f["window"]["length"], f["window"]["test"]["exact_match"]) == (2, 1.0)
+    assert f["examples"] == {"train": 0, "dev": 3, "test": 3}
+    lines = floor_lines(f, ["exact_match", "f1"])
+    assert "window" in lines[1] and "TF-IDF" not in lines[1] and "100.00" in lines[-1]
+    again = compute_floors("qa", [], "f1", [], dev, test, tmp_path, qa_style="squad")
+    assert again["cached"] and again["window"] == f["window"]
+    korquad = compute_floors("qa", [], "f1", [], dev, test, tmp_path, qa_style="korquad")
+    assert korquad["key"] != f["key"]  # the scoring style is part of the split's key
+
+
+def test_qa_window_floor_weights_words_by_their_rarity() -> None:
+    """A question word repeated all over the context counts less than a rare one."""
+    from electra.finetune.baselines import _window_answer, _window_words
+
+    context = "the the the cat zz yy the the the cat dog xx"
+    example = QAExample("a", "the cat dog", context)
+    words, weight, match = _window_words(example)
+    # Within 3 words, "zz" has five question words around it (the x4, cat), "xx" three
+    # (the, cat, dog); but "the" occurs 6 times and "dog" once, so "xx" wins.
+    assert _window_answer(example, words, weight, match, 1, 3) == "xx"
+    assert _window_answer(example, words, match.astype(float), match, 1, 3) == "zz"
 
 
 def test_tagging_floor_memorises_each_units_most_frequent_tag(tmp_path: Path) -> None:
@@ -114,7 +156,7 @@ def test_tagging_floor_memorises_each_units_most_frequent_tag(tmp_path: Path) ->
         "B-LC",
     ]
     lines = floor_lines(f, ["f1"])
-    assert "memorised" in lines[1] and lines[-1].split()[-1] == "-"  # no TF-IDF for tagging
+    assert "memorised" in lines[1] and "TF-IDF" not in lines[1]  # no TF-IDF for tagging
     again = compute_floors("tagging", labels, "f1", train, train[:1], test, tmp_path)
     assert again["cached"] and again["memorised"] == f["memorised"]
 

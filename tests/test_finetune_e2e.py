@@ -244,6 +244,9 @@ def test_qa_korquad(ko_model: Path, tmp_path: Path, one_thread: None) -> None:  
     assert res["recipe"]["doc_stride"] == 32 and res["task"]["main_metric"] == "f1"
     for m in ("exact_match", "f1"):
         assert 0.0 <= res["summary"]["test"][m]["median"] <= 1.0
+    window = res["floors"]["window"]  # the sliding-window floor, on the same questions
+    assert res["floors"]["examples"]["test"] == splits["test"]["examples"]
+    assert window["length"] in (1, 2, 3, 4) and 0.0 < window["test"]["f1"] < 1.0
     model = out / "model"
     info = json.loads((model / "electra_task.json").read_text(encoding="utf-8"))
     assert info["qa_style"] == "korquad" and info["features"]["doc_stride"] == 32

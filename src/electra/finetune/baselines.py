@@ -19,7 +19,18 @@ Tagging gets one floor, **memorised**: each unit (word, or character for
 character-level tasks) gets the tag it had most often in training, ``O`` when
 never seen, with BIO repaired (an ``I-X`` that continues nothing becomes
 ``B-X``); the classic lookup baseline of NER shared tasks. (Always ``O``
-scores an entity F1 of 0.) QA gets no floor (``None``).
+scores an entity F1 of 0.)
+
+Extractive QA gets one floor, **window**: the sliding-window baseline of
+Richardson et al. (2013) as Rajpurkar et al. (2016) applied it to SQuAD. Every
+span of ``L`` context words that repeats no question word is scored by the
+question words found within ``W`` words on either side of it, each weighted by
+its rarity in the context, log(1 + 1/count); the best span (the first on ties)
+is the answer. Words match when they agree up to the last character of the
+shorter one (at least two characters; one-character words must be equal), so
+Korean particles and English endings still match ("서울의" / "서울에서").
+``L`` and ``W`` are chosen on dev by F1, as TF-IDF chooses its strength there.
+No training is involved: this floor asks how far word overlap alone gets.
 
 Results are cached as ``CACHE/floors-KEY.json``, ``KEY`` a SHA-256 of the
 family, labels, main metric and every (text, pair, label) of the three splits:
@@ -30,6 +41,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 import time
 import warnings
 from collections import Counter
@@ -41,7 +54,7 @@ import numpy as np
 
 from electra.files import atomic_write_text
 from electra.finetune.classification import classification_metrics, regression_metrics
-from electra.finetune.common import TaggingExample, TextExample
+from electra.finetune.common import QAExample, TaggingExample, TextExample
 from electra.finetune.families import Family, get_family
 
 STRENGTHS = (0.5, 2.0, 8.0)  # logistic-regression C; ridge alpha is 1 / C
@@ -58,23 +71,28 @@ def split_key(
     labels: Sequence[str],
     main_metric: str,
     splits: dict[str, Sequence[TextExample]],
+    qa_style: str = "squad",
 ) -> str:
     """SHA-256 (hex) naming exactly these examples, labels and settings."""
+    qa = get_family(family).floor_constant == "window"
     body = {
         "format": FORMAT,
         "family": get_family(family).name,
         "labels": list(labels),
         "main_metric": main_metric,
         "strengths": STRENGTHS,
+        **({"qa_style": qa_style, "window": [WINDOW_LENGTHS, WINDOW_SIDES]} if qa else {}),
         "splits": {name: [_example_key(e) for e in part] for name, part in sorted(splits.items())},
     }
     raw = json.dumps(body, ensure_ascii=False, sort_keys=True, default=str)
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 
-def _example_key(e: TextExample | TaggingExample) -> list[Any]:
+def _example_key(e: TextExample | TaggingExample | QAExample) -> list[Any]:
     if isinstance(e, TaggingExample):
         return [e.text, e.spans, e.tags]
+    if isinstance(e, QAExample):
+        return [e.id, e.question, e.context, [(a.text, a.start) for a in e.answers]]
     return [e.text, e.text_pair, e.label]
 
 
@@ -104,6 +122,75 @@ def memorised_tag_floor(
         if part:
             pred = [_repair_bio([lookup.get(u, "O") for u in e.units]) for e in part]
             out[name] = seqeval_metrics([e.tags for e in part], pred)
+    return out
+
+
+_WORD = re.compile(r"\w+")
+WINDOW_LENGTHS = (1, 2, 3, 4)  # L: words in an answer
+WINDOW_SIDES = (3, 6, 12)  # W: words searched on either side of a span
+
+
+def _same_word(a: str, b: str) -> bool:
+    """Equal up to the last character of the shorter word (at least two characters)."""
+    n = min(len(a), len(b))
+    if n < 2:
+        return a == b
+    need = max(2, n - 1)
+    return a[:need] == b[:need]
+
+
+def _window_words(e: QAExample) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
+    """Context word offsets, each word's weight if it matches a question word (else 0),
+    and whether it does."""
+    found = [(m.start(), m.end(), m.group().lower()) for m in _WORD.finditer(e.context)]
+    question = {m.group().lower() for m in _WORD.finditer(e.question)}
+    counts = Counter(w for _, _, w in found)
+    match = np.array([any(_same_word(w, q) for q in question) for _, _, w in found], bool)
+    rarity = np.array([math.log1p(1 / counts[w]) for _, _, w in found])
+    return [(a, b) for a, b, _ in found], rarity * match, match
+
+
+def _window_answer(e: QAExample, words, weight, match, length: int, side: int) -> str:
+    """The best span of ``length`` words (fewer in a shorter context; module docstring)."""
+    n = len(words)
+    if n == 0:
+        return ""
+    size = min(length, n)
+    total = np.concatenate([[0.0], np.cumsum(weight)])
+    repeats = np.concatenate([[0], np.cumsum(match)])
+    start = np.arange(n - size + 1)
+    end = start + size
+    score = (total[start] - total[np.maximum(start - side, 0)]) + (
+        total[np.minimum(end + side, n)] - total[end]
+    )
+    score[repeats[end] - repeats[start] > 0] = -1.0  # an answer repeats no question word
+    i = int(np.argmax(score))
+    return e.context[words[i][0] : words[i + size - 1][1]]
+
+
+def window_floor(
+    dev: Sequence[QAExample], scored: dict[str, Sequence[QAExample]], style: str
+) -> dict[str, Any]:
+    """Scores of the sliding-window QA baseline, ``L`` and ``W`` chosen on ``dev``."""
+    from electra.finetune.qa import squad_scores
+
+    def scores(part: Sequence[QAExample], length: int, side: int) -> dict[str, float]:
+        preds = {e.id: _window_answer(e, *inputs[e.id], length, side) for e in part}
+        return squad_scores(preds, {e.id: [a.text for a in e.answers] for e in part}, style)
+
+    every = {e.id: e for part in (dev, *scored.values()) for e in part}
+    inputs = {qid: _window_words(e) for qid, e in every.items()}
+    grid = [(n, w) for n in WINDOW_LENGTHS for w in WINDOW_SIDES]
+    length, side = max(grid, key=lambda p: scores(dev, *p)["f1"]) if dev else (3, 6)
+    out: dict[str, Any] = {
+        "predicts": f"the span of {length} words with the most question words within "
+        f"{side} words of it",
+        "length": length,
+        "side": side,
+    }
+    for name, part in scored.items():
+        if part:
+            out[name] = scores(part, length, side)
     return out
 
 
@@ -222,10 +309,12 @@ def compute_floors(
     dev: Sequence[TextExample],
     test: Sequence[TextExample],
     cache_dir: Path | None,
+    qa_style: str = "squad",
 ) -> dict[str, Any] | None:
     """Both floors on exactly these splits, read from or written to ``cache_dir``.
 
-    Returns ``None`` for QA; tagging has the memorised floor only. The result
+    Tagging has the memorised floor only, QA the sliding window (scored in
+    ``qa_style``); ``None`` for a family without floors. The result
     records the cache key and the number of examples each floor was trained and
     scored on.
     """
@@ -234,7 +323,7 @@ def compute_floors(
     if const is None:
         return None
     splits = {"train": train, "dev": dev, "test": test}
-    key = split_key(family, labels, main_metric, splits)
+    key = split_key(family, labels, main_metric, splits, qa_style)
     path = cache_dir / f"floors-{key[:24]}.json" if cache_dir is not None else None
     if path is not None and path.is_file():
         cached = json.loads(path.read_text(encoding="utf-8"))
@@ -244,6 +333,8 @@ def compute_floors(
     scored = {"dev": dev, "test": test}
     if const == "memorised":
         built = {const: memorised_tag_floor(train, scored), "tfidf": None}
+    elif const == "window":
+        built = {const: window_floor(dev, scored, qa_style), "tfidf": None}
     else:
         built = {
             const: constant_floor(family, labels, train, scored),
@@ -284,18 +375,19 @@ def floor_lines(floors: dict[str, Any] | None, metrics: Sequence[str]) -> list[s
     if not floors:
         return []
     const = floors["constant"]
-    tfidf = {"majority": "TF-IDF+LR", "mean": "TF-IDF+ridge"}.get(const, "TF-IDF")
+    columns = [(const, const, 9)]
+    if floors.get("tfidf") is not None or const in ("majority", "mean"):
+        tfidf = {"majority": "TF-IDF+LR", "mean": "TF-IDF+ridge"}[const]
+        columns.append(("tfidf", tfidf, 13))
+    header = " ".join(f"{title:>{w}}" for _, title, w in columns)
     lines = [
         f"floors on the same split ({floors['examples']['train']} train examples; x100):",
-        f"  {'split':<6} {'metric':<14} {const:>9} {tfidf:>13}",
+        f"  {'split':<6} {'metric':<14} {header}",
     ]
     for split in ("dev", "test"):
         for m in metrics:
             s = floor_scores(floors, split, m)
             if s:
-                cells = [
-                    f"{100 * s[k]:{w}.2f}" if k in s else f"{'-':>{w}}"
-                    for k, w in ((const, 9), ("tfidf", 13))
-                ]
-                lines.append(f"  {split:<6} {m:<14} {cells[0]} {cells[1]}")
+                cells = [f"{100 * s[k]:{w}.2f}" if k in s else f"{'-':>{w}}" for k, _, w in columns]
+                lines.append(f"  {split:<6} {m:<14} {' '.join(cells)}")
     return lines

@@ -216,6 +216,7 @@ def floors_of(args: FinetuneArgs, data: TaskData, main_metric: str, parts: dict)
         examples["dev"],
         examples["test"],
         cache,
+        qa_style=data.spec.qa_style,
     )
 
 

@@ -95,7 +95,7 @@ class Family:
     default_max_length: int = 128
     default_epochs: int = 3  # Table 7; a task may ask for more (TaskSpec.epochs)
     # The floor beside the scores (baselines.py): "majority"/"mean" (with TF-IDF), "memorised"
-    # (tagging's lookup floor); None: none.
+    # (tagging's lookup floor), "window" (QA's sliding window); None: none.
     floor_constant: str | None = None
     torch_side: str = ""  # "module:attribute" of the PyTorch side, imported on first use
 
@@ -470,6 +470,7 @@ class QAFamily(Family):
     sequence_level = False
     default_max_length = 384
     default_epochs = 2
+    floor_constant = "window"
     torch_side = "electra.finetune.qa:QA_TORCH"
 
     def split_strata(self) -> dict[str, Callable[[Any], Any]]:
