@@ -79,8 +79,9 @@ class CompareCommand:
     budget_flops: float = field(
         default=1.8e14,
         metadata={
-            "doc": "Pre-training FLOPs per arm, counted as the paper does (the default is "
-            "about 12 minutes per arm of the cpu config on 2 cores)."
+            "doc": "Pre-training FLOPs per arm, counted as the paper does (the default took "
+            "8-10 minutes per RTD arm of the cpu config on 2 cores with native bf16 "
+            "(AVX512-BF16 or AMX); more in fp32 on older CPUs)."
         },
     )
     points: int = field(
