@@ -134,6 +134,12 @@ def test_pretraining_text_never_holds_a_scored_review(data_dir: Path, tmp_path: 
     assert text.count("\n\n") > 1000  # one film per document
     both = korean_corpus(data_dir, tmp_path / "corpus", "wiki+reviews")
     assert both[-1] == files[0] and all("kowiki" in str(p) for p in both[:-1])
+    # reused from the same data directory only: another's reviews would leave stale blocks
+    from electra.demo import unscored_reviews
+
+    other = tmp_path / "other-data"
+    with pytest.raises(SystemExit, match=f"written from {data_dir.resolve()}, but this run"):
+        unscored_reviews(other, files[0])
     # a vocabulary built from one corpus is never reused for another
     _check_same_corpus(tmp_path, "reviews")
     with pytest.raises(SystemExit, match=r"--corpus 'reviews' -> 'wiki\+reviews'"):

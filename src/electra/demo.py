@@ -206,6 +206,29 @@ def _texts(examples: list) -> list[str]:
     return [_normalise(t) for e in examples for t in (e.text, e.text_pair) if t]
 
 
+def _written_from(path: Path, data_dir: Path) -> bool:
+    """Whether ``path`` (a text file derived from ``data_dir``) is already written.
+
+    A sidecar ``PATH.source.json`` records the data directory it was written
+    from; one written from another directory stops the run, naming both, since
+    the vocabulary and blocks built on it would be stale too. A file from before
+    these records is reused as it is.
+    """
+    stamp = path.with_name(path.name + ".source.json")
+    here = str(data_dir.resolve())
+    if path.is_file() and stamp.is_file():
+        was = json.loads(stamp.read_text()).get("data_dir")
+        if was != here:
+            raise SystemExit(
+                f"{path} was written from {was}, but this run reads {here}; delete "
+                f"{path.parent.parent} or use another --output"
+            )
+    if path.is_file():
+        return True
+    atomic_write_json(stamp, {"data_dir": here})
+    return False
+
+
 def unscored_reviews(data_dir: Path, path: Path) -> Path:
     """Every raw NSMC review whose text is not in the fine-tuning's dev or test split.
 
@@ -214,9 +237,10 @@ def unscored_reviews(data_dir: Path, path: Path) -> Path:
     blocks. Neutral (5-8) and surplus reviews stay in: text without labels is
     what domain pre-training is for; the reviews the demo scores (the whole
     balanced dev and test splits, compared after collapsing whitespace) never
-    reach the vocabulary or the pre-training. Reused when already written.
+    reach the vocabulary or the pre-training. Reused when already written from
+    the same ``data_dir``.
     """
-    if path.is_file():
+    if _written_from(path, data_dir):
         return path
     from electra.finetune.readers import read_json_array
     from electra.finetune.tasks import DataOptions, load_task_data
@@ -244,9 +268,9 @@ def unscored_task_text(task: str, data_dir: Path, path: Path) -> Path | None:
     validation: one document would put all or nothing there); the texts the
     fine-tuning scores (dev and test, compared after collapsing whitespace)
     left out. None for a task whose examples are not texts (tagging, QA).
-    Reused when already written.
+    Reused when already written from the same ``data_dir``.
     """
-    if path.is_file():
+    if _written_from(path, data_dir):
         return path
     from electra.finetune.common import TextExample
     from electra.finetune.tasks import DataOptions, load_task_data
