@@ -260,3 +260,56 @@ def test_fine_tunings_side_by_side_score_as_one_at_a_time(
     again = points()  # all done: read back without starting processes
     assert finetune_all(two, again, tmp_path / "two", data_dir) == floors
     assert [p["scores"] for p in again] == [p["scores"] for p in together]
+
+
+PARENT = """
+import os, sys, time
+from pathlib import Path
+
+from electra.compare import CompareCommand, _run_jobs
+
+
+def job(cmd, label, model, task, where, *rest):
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "pid").write_text(str(os.getpid()))
+    time.sleep(300)  # a fine-tuning of many minutes
+
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1])
+    _run_jobs(CompareCommand(finetune_jobs=2), [("x", "m", "nsmc", out / str(i)) for i in (0, 1)], job)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_sigterm_stops_the_fine_tuning_workers_too(tmp_path: Path) -> None:
+    """Stopping compare must not leave its worker processes fine-tuning for minutes."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT)
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)])
+    pids = [tmp_path / str(i) / "pid" for i in (0, 1)]
+    deadline = time.monotonic() + 180
+    while not all(p.is_file() for p in pids) and time.monotonic() < deadline:
+        assert proc.poll() is None
+        time.sleep(0.2)
+    workers = [int(p.read_text()) for p in pids]
+    assert all(_alive(pid) for pid in workers)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) != 0
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(pid) for pid in workers)
