@@ -175,11 +175,11 @@ def window_floor(
     from electra.finetune.qa import squad_scores
 
     def scores(part: Sequence[QAExample], length: int, side: int) -> dict[str, float]:
-        preds = {e.id: _window_answer(e, *inputs[e.id], length, side) for e in part}
+        preds = {e.id: _window_answer(e, *inputs[id(e)], length, side) for e in part}
         return squad_scores(preds, {e.id: [a.text for a in e.answers] for e in part}, style)
 
-    every = {e.id: e for part in (dev, *scored.values()) for e in part}
-    inputs = {qid: _window_words(e) for qid, e in every.items()}
+    # keyed by object: question ids may repeat across files (dev and test)
+    inputs = {id(e): _window_words(e) for part in (dev, *scored.values()) for e in part}
     grid = [(n, w) for n in WINDOW_LENGTHS for w in WINDOW_SIDES]
     length, side = max(grid, key=lambda p: scores(dev, *p)["f1"]) if dev else (3, 6)
     out: dict[str, Any] = {
