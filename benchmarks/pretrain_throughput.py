@@ -12,6 +12,12 @@ dtype on this machine (FLOPs = the matmul FLOPs each step executes).
     python benchmarks/pretrain_throughput.py                 # small, 32 x 128, bf16 and fp32
     python benchmarks/pretrain_throughput.py --dtype bf16 --steps 8
     python benchmarks/pretrain_throughput.py --preset base --batch 8 --seq 512 --device cuda
+    python benchmarks/pretrain_throughput.py --conv-kernel-size 9   # ConvBERT, as the cpu recipe
+
+With ``--conv-kernel-size K`` both sides are ConvBERT (mixed attention, ``--head-ratio``):
+ours with ``model.conv_kernel_size``, the reference ``transformers``' ``ConvBertForMaskedLM``
+generator and a ``ConvBertModel`` discriminator under ELECTRA's head (``transformers`` has
+no ConvBERT pre-training class), so the cost of the span convolution is measured too.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import json
 import statistics
 import time
 from contextlib import nullcontext
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -107,8 +114,31 @@ def make_batch(batch: int, seq: int, device: str) -> dict[str, torch.Tensor]:
     }
 
 
+class ConvBertDiscriminator(torch.nn.Module):
+    """``ConvBertModel`` under ELECTRA's discriminator head, called like ``ElectraForPreTraining``."""
+
+    def __init__(self, config) -> None:
+        import transformers
+
+        super().__init__()
+        self.convbert = transformers.ConvBertModel(config)
+        self.head = transformers.models.electra.modeling_electra.ElectraDiscriminatorPredictions(
+            config
+        )
+
+    def forward(self, input_ids, attention_mask, labels):
+        hidden = self.convbert(input_ids, attention_mask=attention_mask).last_hidden_state
+        logits = self.head(hidden)
+        active = attention_mask.bool()
+        loss = F.binary_cross_entropy_with_logits(logits[active].float(), labels[active])
+        return SimpleNamespace(loss=loss, logits=logits)
+
+
 def build_reference(disc_cfg, gen_size: float, device: str, attn: str):
     import transformers
+
+    if disc_cfg.conv_kernel_size:
+        return build_convbert_reference(disc_cfg, gen_size, device)
 
     def hf(c):
         return transformers.ElectraConfig(
@@ -128,6 +158,24 @@ def build_reference(disc_cfg, gen_size: float, device: str, attn: str):
     gen.generator_lm_head.weight = disc.electra.embeddings.word_embeddings.weight
     model = torch.nn.ModuleDict({"gen": gen, "disc": disc}).to(device).train()
     return model
+
+
+def build_convbert_reference(disc_cfg, gen_size: float, device: str):
+    """ConvBERT generator + discriminator from ``transformers``, embeddings shared."""
+    import transformers
+
+    from electra.hf import hf_config_dict
+
+    def hf(c, arch):
+        body = hf_config_dict(c, arch)
+        body.pop("model_type"), body.pop("architectures")
+        return transformers.ConvBertConfig(**body)
+
+    gen = transformers.ConvBertForMaskedLM(hf(generator_config(disc_cfg, gen_size), "gen"))
+    disc = ConvBertDiscriminator(hf(disc_cfg, "disc"))
+    gen.convbert.embeddings = disc.convbert.embeddings
+    gen.generator_lm_head.weight = disc.convbert.embeddings.word_embeddings.weight
+    return torch.nn.ModuleDict({"gen": gen, "disc": disc}).to(device).train()
 
 
 def reference_step(model, batch, rng, autocast):
@@ -181,7 +229,11 @@ def run(args, dtype_name: str) -> dict:
         if dtype != torch.float32
         else nullcontext()
     )
-    cfg = preset(args.preset, vocab_size=SPECIAL.vocab_size)
+    conv = getattr(args, "conv_kernel_size", 0)
+    mixing = (
+        {"conv_kernel_size": conv, "head_ratio": getattr(args, "head_ratio", 2)} if conv else {}
+    )
+    cfg = preset(args.preset, vocab_size=SPECIAL.vocab_size, **mixing)
     torch.manual_seed(0)
     ours = ElectraForPretraining(cfg, ObjectiveConfig(generator_size=args.gen_size), SPECIAL)
     ours = ours.to(device).train()
@@ -221,6 +273,7 @@ def run(args, dtype_name: str) -> dict:
         "batch": args.batch,
         "seq": args.seq,
         "generator_size": args.gen_size,
+        "conv_kernel_size": conv,
         "ours_tokens_per_s": tokens / to,
         "reference_tokens_per_s": tokens / tr,
         "ratio": tr / to,
@@ -265,6 +318,10 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--ref-attn", default="sdpa", help="transformers attn_implementation")
+    p.add_argument(
+        "--conv-kernel-size", type=int, default=0, help="ConvBERT mixed attention (0: ELECTRA)"
+    )
+    p.add_argument("--head-ratio", type=int, default=2, help="with --conv-kernel-size")
     p.add_argument("--compile", action="store_true", help="torch.compile both sides' encoders")
     p.add_argument("--json", action="store_true", help="print one JSON object per dtype")
     p.add_argument(
@@ -283,7 +340,7 @@ def main() -> None:
             continue
         print(
             f"{r['preset']} {r['dtype']} {r['device']} batch {r['batch']}x{r['seq']} "
-            f"gen {r['generator_size']:.2f}: ours {r['ours_tokens_per_s']:.0f} tok/s, "
+            f"gen {r['generator_size']:.2f} conv {r['conv_kernel_size']}: ours {r['ours_tokens_per_s']:.0f} tok/s, "
             f"reference {r['reference_tokens_per_s']:.0f} tok/s, ratio {r['ratio']:.2f}x, "
             f"MFU ours {100 * r['ours_mfu']:.1f}% / reference {100 * r['reference_mfu']:.1f}% "
             f"(peak {r['matmul_peak_gflops']:.0f} GFLOP/s, {r['threads']} threads, "

@@ -27,11 +27,17 @@ def test_gpu_check_smoke_on_cpu_writes_every_section(tmp_path: Path, data_dir: P
     assert not failed, failed
     assert smoke["sigkill_resume_bf16"]["max_abs_loss_diff"] == 0.0
     assert smoke["export_parity"]["max_abs_diff"] < 1e-4
-    (bench,) = report["sections"]["throughput"].values()
-    assert bench["ok"] and bench["ours_tokens_per_s"] > 0 and 0 < bench["ours_mfu"]
+    plain, convbert = report["sections"]["throughput"].values()
+    for bench in (plain, convbert):
+        assert bench["ok"] and bench["ours_tokens_per_s"] > 0 and 0 < bench["ours_mfu"]
+    assert (plain["conv_kernel_size"], convbert["conv_kernel_size"]) == (0, 9)
     assert "study" not in report["sections"]  # only with --study
     md = (out / "gpu_check.md").read_text()
-    assert "sigkill_resume_bf16**: ok" in md and "| tiny | 4x32 |" in md
+    assert (
+        "sigkill_resume_bf16**: ok" in md
+        and "| tiny | 4x32 |" in md
+        and "| tiny ConvBERT 9 | 4x32 |" in md
+    )
 
 
 def test_a_failing_check_is_recorded_and_the_rest_still_run(tmp_path: Path) -> None:
