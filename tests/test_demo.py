@@ -25,18 +25,19 @@ def test_demo_smoke_runs_every_stage_and_reuses_them(
         assert Path(path).exists(), path
     assert json.loads((out / "demo.json").read_text())["pretrain"]["step"] == 20
     printed = capsys.readouterr().out
-    assert "[6/6] report" in printed and "NSMC test accuracy, side by side" in printed
+    assert "[5/5] report" in printed and "NSMC test accuracy, side by side" in printed
     # side by side on the same test split: pre-trained, random start, TF-IDF, majority
     random_start = json.loads((out / "nsmc-random-start" / "results.json").read_text())
     pretrained = json.loads((out / "nsmc" / "results.json").read_text())
     assert random_start["model"]["hidden_size"] == pretrained["model"]["hidden_size"]
     assert random_start["recipe"] == pretrained["recipe"]
     assert random_start["floors"]["key"] == pretrained["floors"]["key"]  # the same split
-    assert random_start["floors"]["cached"] is True
-    rows = {}
+    assert random_start["floors"]["tfidf"] == pretrained["floors"]["tfidf"]
+    rows, few_rows = {}, {}
     for name in ("pre-trained ELECTRA", "random start", "TF-IDF + logistic", "majority class"):
         line = next(ln for ln in printed.splitlines() if name in ln and ln.endswith("%"))
-        rows[name] = float(line.split()[-1].rstrip("%"))
+        rows[name] = float(line.split()[-1].rstrip("%"))  # the last column: the most labels
+        few_rows[name] = float(line.split()[-2].rstrip("%"))
     assert rows["pre-trained ELECTRA"] == pytest.approx(100 * acc, abs=0.01)
     rand = random_start["summary"]["test"]["accuracy"]["median"]
     assert rows["random start"] == pytest.approx(100 * rand, abs=0.01)
@@ -48,6 +49,28 @@ def test_demo_smoke_runs_every_stage_and_reuses_them(
         100 * floors["tfidf"]["test"]["accuracy"], abs=0.01
     )
     assert "health: " in printed  # the pre-training verdict
+    # the same four rows with fewer labels: their own runs and floors, on the same test split
+    few = result["few_labels"]
+    few_pre = json.loads((out / "nsmc-few" / "results.json").read_text())
+    few_random = json.loads((out / "nsmc-few-random-start" / "results.json").read_text())
+    assert few_pre["recipe"] == pretrained["recipe"] == few_random["recipe"]
+    assert few_pre["model"]["path"] == pretrained["model"]["path"]
+    assert few_random["model"]["path"] == random_start["model"]["path"]
+    assert few_pre["floors"]["key"] == few_random["floors"]["key"]
+    assert few_pre["task"]["splits"]["test"] == pretrained["task"]["splits"]["test"]
+    assert few["train_examples"] == few_pre["task"]["splits"]["train"]["examples"]
+    assert few_rows["pre-trained ELECTRA"] == pytest.approx(
+        100 * few["nsmc"]["test"]["accuracy"]["median"], abs=0.01
+    )
+    assert few_rows["random start"] == pytest.approx(
+        100 * few["nsmc_random_start"]["test"]["accuracy"]["median"], abs=0.01
+    )
+    assert few_rows["TF-IDF + logistic"] == pytest.approx(
+        100 * few["floors"]["tfidf"]["test"]["accuracy"], abs=0.01
+    )
+    gain = next(ln for ln in printed.splitlines() if "over the random start:" in ln)
+    last = float(gain.rsplit(",", 1)[-1].split()[0])  # the gain with the most labels
+    assert last == pytest.approx(rows["pre-trained ELECTRA"] - rows["random start"], abs=0.011)
     stamp = (out / "pretrain" / "summary.json").stat().st_mtime
     demo(cmd)
     printed = capsys.readouterr().out

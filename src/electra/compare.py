@@ -29,11 +29,10 @@ optional, waits until a plot is drawn).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
-import signal
 import statistics
 import time
 from collections.abc import Callable
@@ -54,6 +53,7 @@ from electra.objectives import OBJECTIVES
 from electra.paths import default_data_dir
 from electra.tokenizer import train_tokenizer
 from electra.train import Trainer, export_run, load_config, resolve_model
+from electra.workers import run_jobs
 
 # Pre-training keys compare sets for each arm itself (so they get no --SECTION.FIELD flag).
 ARM_KEYS = (
@@ -468,75 +468,15 @@ def _finetune_job(cmd: CompareCommand, label: str, model: str, task: str, *rest:
 
 def _run_jobs(cmd: CompareCommand, args: list[tuple], job: Callable = _finetune_job) -> list[dict]:
     """``job(cmd, *a)`` for each ``a``: here one at a time, or in up to
-    ``cmd.finetune_jobs`` spawned processes.
+    ``cmd.finetune_jobs`` spawned processes (:func:`electra.workers.run_jobs`; a job
+    whose ``a[3]/results.json`` is complete is only read back)."""
 
-    The jobs not done yet get the processes (finished ones are only read back);
-    the first failure cancels the jobs not started, waits for those running
-    (their results are kept) and is raised. Ctrl-C or SIGTERM stops the workers
-    at once (what they finished is kept) instead of leaving them running.
-    """
-    import multiprocessing
-    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
-    from concurrent.futures.process import BrokenProcessPool
+    def done(a: tuple) -> bool:
+        return _complete(a[3] / "results.json")
 
-    import torch
-
-    pending = [a for a in args if not _complete(a[3] / "results.json")]
-    jobs = min(cmd.finetune_jobs, len(pending))
-    if jobs <= 1:
-        return [job(cmd, *a) for a in args]
-    cmd = dataclasses.replace(cmd, progress=False)  # bars of processes side by side would mix
-    threads = max(1, torch.get_num_threads() // jobs)
-    pool = ProcessPoolExecutor(
-        jobs,
-        mp_context=multiprocessing.get_context("spawn"),  # no forked OpenMP/torch state
-        initializer=_init_job_process,
-        initargs=(threads,),
-    )
-    interrupted = True
-    try:
-        with _sigterm_exits():
-            futures = {a[3]: pool.submit(job, cmd, *a) for a in pending}
-            wait(futures.values(), return_when=FIRST_EXCEPTION)
-            interrupted = False
-        return [futures[a[3]].result() if a[3] in futures else job(cmd, *a) for a in args]
-    except BrokenProcessPool:
-        raise RuntimeError(
-            "a fine-tuning process died (out of memory, or killed?); run again with "
-            "--finetune-jobs 1 to see the error in this process (finished jobs are kept)"
-        ) from None
-    finally:
-        if interrupted:  # Ctrl-C / SIGTERM: do not wait for jobs of many minutes
-            for process in list((pool._processes or {}).values()):
-                process.terminate()
-        pool.shutdown(wait=not interrupted, cancel_futures=True)
-
-
-def _init_job_process(threads: int) -> None:
-    """A fine-tuning worker: ``threads`` torch threads; Ctrl-C is the parent's to handle."""
-    import torch
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    torch.set_num_threads(threads)
-
-
-@contextlib.contextmanager
-def _sigterm_exits():
-    """SIGTERM raises SystemExit here (so ``finally`` blocks run) instead of killing the
-    process outright; the old handler is restored after."""
-
-    def stop(signum, frame):
-        raise SystemExit(128 + signum)
-
-    try:
-        old = signal.signal(signal.SIGTERM, stop)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
+    if min(cmd.finetune_jobs, sum(not done(a) for a in args)) > 1:
+        cmd = dataclasses.replace(cmd, progress=False)  # bars side by side would mix
+    return run_jobs(functools.partial(job, cmd), args, cmd.finetune_jobs, done)
 
 
 def _complete(results: Path) -> bool:

@@ -8,15 +8,18 @@
    time budget (``--minutes``): the number of steps is planned from a quick
    timing of this machine so the learning rate decays to zero on time;
 4. fine-tuning of the discriminator on NSMC, built from the raw reviews and
-   balanced 50/50 like the official corpus;
-5. the same fine-tuning (same shape, recipe and seeds) from a randomly
-   initialised encoder: what pre-training added;
-6. a report (plots, HTML) and a results table: side by side on the balanced
-   NSMC test set, the pre-trained model, the random start, the TF-IDF +
-   logistic-regression floor and the majority class, with the pre-training
-   health verdict (``electra.health``).
+   balanced 50/50 like the official corpus, and the same fine-tuning (same
+   shape, recipe and seeds) from a randomly initialised encoder: what
+   pre-training added. Both are run twice, with 12,000 training reviews and
+   with 3,000 (few labels are where pre-training pays off most), two jobs
+   side by side on one thread each;
+5. a report (plots, HTML) and a results table: side by side on the balanced
+   NSMC test set, at each label budget, the pre-trained model, the random
+   start, the TF-IDF + logistic-regression floor trained on the same
+   reviews, and the majority class, with the pre-training health verdict
+   (``electra.health``).
 
-Pre-training and both fine-tunings use bf16 autocast where the CPU has it
+Pre-training and the fine-tunings use bf16 autocast where the CPU has it
 natively (AVX512-BF16/AMX: about 1.6x faster) and fp32 elsewhere
 (``electra.precision``: emulated bf16 is ~80x slower on AVX2-only CPUs).
 
@@ -31,6 +34,7 @@ that use them, so ``electra demo --help`` answers without loading it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import statistics
@@ -46,6 +50,7 @@ from electra.paths import default_data_dir
 from electra.report import build_report
 from electra.special import SpecialIds
 from electra.tokenizer import train_tokenizer
+from electra.workers import run_jobs
 
 Corpus = Literal["reviews", "wiki+reviews"]
 CORPORA: tuple[str, ...] = get_args(Corpus)
@@ -72,6 +77,14 @@ class DemoCommand:
         metadata={
             "doc": "NSMC training reviews used (0: all 18k of the balanced set).",
             "finetune": "max_train_examples",
+        },
+    )
+    few_labels: int = field(
+        default=3000,
+        metadata={
+            "doc": "Also fine-tune both models on this many of those training reviews (0: "
+            "skip): few labels are where pre-training pays off most, and users often "
+            "have only a few thousand."
         },
     )
     nsmc_eval_examples: int = field(
@@ -104,13 +117,21 @@ class DemoCommand:
     seeds: list[int] = field(
         default_factory=lambda: [1], metadata={"doc": "Fine-tuning seeds.", "finetune": "seeds"}
     )
+    finetune_jobs: int = field(
+        default=2,
+        metadata={
+            "doc": "Fine-tunings run side by side, each in its own process on an equal share "
+            "of the CPU threads (on 2 cores the pair takes 4.3 minutes instead of 6; 1: one "
+            "at a time, with progress bars)."
+        },
+    )
     smoke: bool = field(
         default=False, metadata={"doc": "A tiny version of every stage (about a minute)."}
     )
     progress: bool = field(default=True, metadata={"doc": "Show progress bars."})
 
 
-STAGES = 6
+STAGES = 5
 # --smoke's fine-tuning: FinetuneArgs fields that replace the command's options.
 SMOKE_FINETUNING = {
     "epochs": 1,
@@ -414,36 +435,37 @@ def demo(cmd: DemoCommand) -> dict[str, Any]:
         )
     times["pretrain_s"] = time.time() - t
 
-    t = _stage(4, "fine-tuning the discriminator on NSMC")
+    t = _stage(4, "fine-tuning on NSMC: the discriminator and a random start")
     discriminator = run_dir / "hf" / "discriminator"
     cmd = plan_finetuning(cmd, discriminator, out / "finetune_plan.json")
-    ft_dir = out / "nsmc"
-    ft = finetune_nsmc(cmd, discriminator, ft_dir, data_dir, out / "floors")
+    random_model = random_start(discriminator, out / "random-start")
+    ft = finetune_pairs(cmd, discriminator, random_model, out, data_dir)
     times["finetune_s"] = time.time() - t
 
-    t = _stage(5, "the same fine-tuning from a random start")
-    random_dir = out / "nsmc-random-start"
-    random_model = random_start(discriminator, out / "random-start")
-    ft_random = finetune_nsmc(cmd, random_model, random_dir, data_dir, out / "floors")
-    times["finetune_random_s"] = time.time() - t
-
-    t = _stage(6, "report")
+    t = _stage(5, "report")
     html = build_report(run_dir)
     times["report_s"] = time.time() - t
     result = {
         "pretrain": pre,
-        "nsmc": ft["summary"],
-        "nsmc_random_start": ft_random["summary"],
-        "floors": ft.get("floors"),
-        "nsmc_test": ft["task"]["splits"]["test"],
+        "nsmc": ft["nsmc"]["summary"],
+        "nsmc_random_start": ft["nsmc-random-start"]["summary"],
+        "floors": ft["nsmc"].get("floors"),
+        "nsmc_test": ft["nsmc"]["task"]["splits"]["test"],
+        "train_examples": ft["nsmc"]["task"]["splits"]["train"]["examples"],
+        **_few_results(ft),
         "artefacts": {
             "vocabulary": str(tok),
             "blocks": str(blocks),
             "pre-training run": str(run_dir),
             "discriminator (HF)": str(discriminator),
-            "NSMC model (HF)": str(ft_dir / "model"),
-            "NSMC results": str(ft_dir / "results.json"),
-            "random-start results": str(random_dir / "results.json"),
+            "NSMC model (HF)": str(out / "nsmc" / "model"),
+            "NSMC results": str(out / "nsmc" / "results.json"),
+            "random-start results": str(out / "nsmc-random-start" / "results.json"),
+            **{
+                f"{name} results": str(out / name / "results.json")
+                for name in ("nsmc-few", "nsmc-few-random-start")
+                if name in ft
+            },
             "report": str(html),
         },
         "times": times,
@@ -536,9 +558,87 @@ def finetune_nsmc(
         floors_cache=str(floors_cache),
         progress=cmd.progress,
     )
-    if cmd.smoke:
+    if cmd.smoke:  # tiny whatever was asked, and never more reviews than asked
         args = dataclasses.replace(args, **SMOKE_FINETUNING)
+        args.max_train_examples = min(args.max_train_examples, cmd.nsmc_train_examples or 1 << 30)
     return finetune(args)
+
+
+def few_label_count(cmd: DemoCommand) -> int:
+    """Training reviews of the second, smaller pair of fine-tunings (0: none)."""
+    full = cmd.nsmc_train_examples
+    if cmd.smoke:
+        return min(cmd.few_labels, SMOKE_FINETUNING["max_train_examples"] // 2)
+    return cmd.few_labels if 0 < cmd.few_labels and (full == 0 or cmd.few_labels < full) else 0
+
+
+def finetune_pairs(
+    cmd: DemoCommand, pretrained: Path, random_model: Path, out: Path, data_dir: Path
+) -> dict[str, dict[str, Any]]:
+    """The demo's NSMC fine-tunings, by output folder: ``nsmc`` and ``nsmc-random-start``
+    (``cmd.nsmc_train_examples`` training reviews), and ``nsmc-few``,
+    ``nsmc-few-random-start`` (:func:`few_label_count` of them, when not 0).
+
+    Every one uses the same recipe, seeds, dev and test reviews, so they differ only in
+    the start and the labels. Up to ``cmd.finetune_jobs`` run side by side, the largest
+    first; each then writes its printout to its folder's ``finetune.log``.
+    """
+    few = few_label_count(cmd)
+    plan = [("nsmc", pretrained, cmd), ("nsmc-random-start", random_model, cmd)]
+    if few:
+        few_cmd = dataclasses.replace(cmd, nsmc_train_examples=few)
+        plan += [
+            ("nsmc-few", pretrained, few_cmd),
+            ("nsmc-few-random-start", random_model, few_cmd),
+        ]
+    floors = out / "floors"
+
+    def done(a: tuple) -> bool:
+        return _complete(a[2] / "results.json")
+
+    pending = sum(not done(a) for a in [(c, m, out / n) for n, m, c in plan])
+    side_by_side = min(cmd.finetune_jobs, pending) > 1
+    args = [
+        (dataclasses.replace(c, progress=False) if side_by_side else c, m, out / n, data_dir)
+        + (floors, side_by_side)
+        for n, m, c in plan
+    ]
+    if side_by_side:
+        print(
+            f"{pending} fine-tunings, {min(cmd.finetune_jobs, pending)} side by side "
+            "(each writes its printout to its folder's finetune.log)",
+            flush=True,
+        )
+    results = run_jobs(_finetune_job, args, cmd.finetune_jobs, done)
+    return {n: res for (n, _, _), res in zip(plan, results, strict=True)}
+
+
+def _complete(results: Path) -> bool:
+    return results.is_file() and bool(json.loads(results.read_text()).get("complete"))
+
+
+def _finetune_job(
+    cmd: DemoCommand, model: Path, out: Path, data_dir: Path, floors: Path, quiet: bool
+) -> dict[str, Any]:
+    """One of :func:`finetune_pairs`' fine-tunings. ``quiet`` (others run beside it): its
+    printout goes to ``out/finetune.log`` and one line says when it is done."""
+    if not quiet or _complete(out / "results.json"):
+        return finetune_nsmc(cmd, model, out, data_dir, floors)
+    t = time.time()
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "finetune.log"
+    with (
+        log.open("a", encoding="utf-8") as f,
+        contextlib.redirect_stdout(f),
+        contextlib.redirect_stderr(f),
+    ):
+        r = finetune_nsmc(cmd, model, out, data_dir, floors)
+    print(
+        f"  {out.name} ({r['task']['splits']['train']['examples']:,} training reviews): "
+        f"test accuracy {100 * _median(r['summary']):.2f}% in {(time.time() - t) / 60:.1f} min",
+        flush=True,
+    )
+    return r
 
 
 def random_start(pretrained: Path, out: Path, seed: int = 0) -> Path:
@@ -557,19 +657,68 @@ def _median(summary: dict[str, Any], metric: str = "accuracy") -> float:
     return part[metric]["median"]
 
 
-def side_by_side(r: dict[str, Any]) -> list[tuple[str, str]]:
-    """Rows of the NSMC comparison: pre-trained, random start, TF-IDF floor, majority."""
+def _few_results(ft: dict[str, dict]) -> dict[str, Any]:
+    """demo.json's ``few_labels`` section: the fine-tunings on fewer training reviews."""
+    if "nsmc-few" not in ft:
+        return {}
+    few = ft["nsmc-few"]
+    return {
+        "few_labels": {
+            "train_examples": few["task"]["splits"]["train"]["examples"],
+            "nsmc": few["summary"],
+            "nsmc_random_start": ft["nsmc-few-random-start"]["summary"],
+            "floors": few.get("floors"),
+        }
+    }
+
+
+def _column(r: dict[str, Any]) -> list[float]:
+    """One label budget's accuracies: pre-trained, random start, TF-IDF, majority."""
     from electra.finetune.baselines import floor_scores
 
     split = "test" if r["nsmc"].get("test") else "dev"
     floors = floor_scores(r.get("floors"), split, "accuracy")
-    rows = [
-        ("pre-trained ELECTRA (this run)", _median(r["nsmc"])),
-        ("same fine-tuning, random start", _median(r["nsmc_random_start"])),
-        ("TF-IDF + logistic regression", floors.get("tfidf", float("nan"))),
-        ("majority class", floors.get("majority", float("nan"))),
+    return [
+        _median(r["nsmc"]),
+        _median(r["nsmc_random_start"]),
+        floors.get("tfidf", float("nan")),
+        floors.get("majority", float("nan")),
     ]
-    return [(name, f"{100 * v:6.2f}%") for name, v in rows]
+
+
+ROWS = (
+    "pre-trained ELECTRA (this run)",
+    "same fine-tuning, random start",
+    "TF-IDF + logistic regression",
+    "majority class",
+)
+
+
+def side_by_side(r: dict[str, Any]) -> tuple[list[int], list[tuple[str, list[float]]]]:
+    """The NSMC comparison: the training-review counts (fewest first) and, per row
+    (pre-trained, random start, TF-IDF floor, majority), its accuracy at each."""
+    budgets = [r["few_labels"]] if r.get("few_labels") else []
+    budgets.append(r)
+    counts = [b.get("train_examples", 0) for b in budgets]
+    columns = [_column(b) for b in budgets]
+    return counts, [(name, [c[i] for c in columns]) for i, name in enumerate(ROWS)]
+
+
+def gains(counts: list[int], rows: list[tuple[str, list[float]]]) -> list[str]:
+    """Plain lines: what pre-training added over the random start, and where it stands
+    against the TF-IDF floor, at each label budget."""
+    pre, rand, tfidf = (values for _, values in rows[:3])
+
+    def over(floor: list[float]) -> str:
+        diffs = [p - q for p, q in zip(pre, floor, strict=True)]
+        return ", ".join(
+            f"{100 * d:+.2f} points with {n:,} labels" for d, n in zip(diffs, counts, strict=True)
+        )
+
+    return [
+        "pre-training over the random start: " + over(rand),
+        "pre-trained against TF-IDF: " + over(tfidf),
+    ]
 
 
 def print_results(r: dict[str, Any]) -> None:
@@ -589,22 +738,26 @@ def print_results(r: dict[str, Any]) -> None:
         ),
         ("total time", f"{r['total_s'] / 60:.1f} min"),
     ]
-    table = side_by_side(r)
-    width = max(len(k) for k, _ in rows + table)
+    counts, table = side_by_side(r)
+    width = max(len(k) for k, _ in rows + [(name, "") for name, _ in table])
     print("\nResults")
     for k, v in rows:
         print(f"  {k:<{width}}  {v}")
     if pre.get("verdict"):
         print(f"  health: {pre['verdict']}")
     test = r.get("nsmc_test") or {}
-    counts = ", ".join(f"{n} {k}" for k, n in (test.get("label_counts") or {}).items())
+    label_counts = ", ".join(f"{n} {k}" for k, n in (test.get("label_counts") or {}).items())
     seeds = r["nsmc"].get("test", r["nsmc"].get("dev", {})).get("accuracy", {}).get("n", 1)
     print(
         f"\nNSMC test accuracy, side by side ({test.get('examples', '?')} held-out reviews: "
-        f"{counts}; median of {seeds} seed{'s' if seeds > 1 else ''})"
+        f"{label_counts}; median of {seeds} seed{'s' if seeds > 1 else ''})"
     )
-    for k, v in table:
-        print(f"  {k:<{width}}  {v}")
+    header = "".join(f"{f'{n:,} labels':>16}" for n in counts)
+    print(f"  {'':<{width}}{header}")
+    for name, values in table:
+        print(f"  {name:<{width}}" + "".join(f"{f'{100 * v:.2f}%':>16}" for v in values))
+    for line in gains(counts, table):
+        print(f"  {line}")
     print("\nArtefacts")
     for k, v in r["artefacts"].items():
         print(f"  {k:<{width}}  {v}")
