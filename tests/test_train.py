@@ -335,6 +335,30 @@ def test_time_budget_stops_with_a_checkpoint(blocks: Path, tmp_path: Path) -> No
     assert json.loads((run / "summary.json").read_text())["step"] == 1
 
 
+def test_fit_minutes_ends_the_schedule_when_the_time_is_up(blocks: Path, tmp_path: Path) -> None:
+    """run.fit_minutes replaces max_steps once, half-way through warmup, by the steps that
+    fit; the learning rate reaches zero at the new last step, and --resume keeps the plan."""
+    run = tmp_path / "run"
+    fit = ("optim.max_steps=1000000", "optim.warmup_steps=40", "run.fit_minutes=0.1")
+    summary = Trainer(tiny(blocks, run, *fit, "run.log_every=1", "run.export=false")).fit()
+    records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    fitted = [r for r in records if "planned_steps" in r]
+    assert [r["step"] for r in fitted] == [20]  # once, before warmup ends
+    planned = fitted[0]["planned_steps"]
+    assert "val/loss" in fitted[0]  # the validation it timed is logged
+    assert 20 <= planned < 1000000
+    assert summary["stopped"] == "max_steps"
+    assert summary["step"] == summary["planned_steps"] == planned
+    lr = [r["lr"] for r in records if "lr" in r]
+    peak = load_config("tiny").optim.learning_rate
+    if planned > 40:  # the last step's rate is the schedule's last, one step above zero
+        assert lr[-1] == pytest.approx(peak * linear_warmup_decay(planned - 1, 40, planned))
+        assert lr[-1] <= peak / (planned - 40) + 1e-12
+    # resumed with a generous guard: the fitted plan is kept, not the 1,000,000 steps
+    again = Trainer(tiny(blocks, run, *fit, "run.max_minutes=0.5"), resume=True).fit()
+    assert again["step"] == planned and again["stopped"] == "max_steps"
+
+
 def test_time_based_checkpoints_never_evict_scheduled_ones(tmp_path) -> None:
     """compare fine-tunes the checkpoints at its budget marks: a slow machine's extra
     (time-based) saves must not prune them (seen: step 207 of 207/414/622 deleted)."""

@@ -152,6 +152,15 @@ class RunConfig:
     max_minutes: float = field(
         default=0.0, metadata={"doc": "Stop (checkpoint, export) after this long (0: off)."}
     )
+    fit_minutes: float = field(
+        default=0.0,
+        metadata={
+            "doc": "Fit the schedule to this many minutes from the start (0: off): after "
+            "warmup_steps/2 steps (at least 20) optim.max_steps is replaced by the steps that "
+            "fit, from the measured time per step and of one validation, so the learning rate "
+            "reaches zero when the time is up. The plan is kept on --resume."
+        },
+    )
     max_flops: float = field(
         default=0.0, metadata={"doc": "Stop once this many training FLOPs are spent (0: off)."}
     )
@@ -414,6 +423,7 @@ class Trainer:
 
     def fit(self) -> dict[str, Any]:
         cfg = self.cfg
+        self.t_fit0 = time.time()  # run.fit_minutes counts from here
         if cfg.run.deterministic:
             set_deterministic()
         self.env = env = setup_distributed(cfg.run.device)
@@ -493,6 +503,8 @@ class Trainer:
             cfg.objective.mask_prob,
             generator=gen_cfg,
         )
+        if state is not None and cfg.run.fit_minutes > 0 and "planned_steps" in state:
+            planned = int(state["planned_steps"])  # the plan fitted before the interruption
         if cfg.run.max_flops > 0:
             planned = min(planned, int(cfg.run.max_flops // flops_step))
         self.model, self.wrapped, self.opt, self.loader = model, wrapped, opt, loader
@@ -673,6 +685,42 @@ class Trainer:
             g["lr"] = lr
         return lr
 
+    def _fit_step(self) -> int:
+        """The step after which run.fit_minutes re-plans: half-way through warmup (at
+        least 20 steps in), so the learning rate so far is the same under any plan."""
+        return max(20, self.cfg.optim.warmup_steps // 2)
+
+    def _fit_to_minutes(self, step: int, per_step: float, log: MetricsLog | None) -> None:
+        """Set ``self.planned`` to the steps that end when run.fit_minutes are spent.
+
+        ``per_step`` is the measured seconds of a training step; one validation is
+        run here (and logged) to time the ones still to come.
+        """
+        cfg = self.cfg
+        t = time.time()
+        ev = self.evaluate()
+        eval_s = time.time() - t if ev else 0.0
+        left = cfg.run.fit_minutes * 60 - (time.time() - self.t_fit0)
+        every = cfg.run.eval_every
+        planned = step
+        for _ in range(3):  # the evaluations to come depend on the plan
+            evals = planned // every - step // every if every else 0
+            planned = step + max(0, int((left - evals * eval_s) / per_step))
+        if cfg.run.max_flops > 0:
+            planned = min(planned, int(cfg.run.max_flops // self.flops_step))
+        if dist.is_initialized():  # every rank the same plan: the most cautious one
+            mine = torch.tensor([-planned], device=self.env.device)
+            planned = -int(_all_reduce(mine, dist.ReduceOp.MAX).item())
+        self.planned = planned
+        if log is not None:
+            log.write({"step": step, **ev, "planned_steps": planned, "step_s": per_step})
+        if self.env.main:
+            print(
+                f"fitted to {cfg.run.fit_minutes:g} min: {planned} steps "
+                f"({per_step:.3f} s per step, {eval_s:.1f} s per validation)",
+                file=sys.stderr,
+            )
+
     def _reduce(self, values: dict[str, float]) -> dict[str, float]:
         """Average metrics over ranks."""
         if not dist.is_initialized():
@@ -814,6 +862,8 @@ class Trainer:
         t0 = time.time()
         last_save = time.time()
         window = _Window()
+        first, paused = step, 0.0  # for run.fit_minutes: this session's steps and pauses
+        fit_at = self._fit_step() if cfg.run.fit_minutes > 0 else 0
         last: dict[str, float] = {}
         stop_reason = "max_steps"
         with _Stop() as stop:
@@ -830,6 +880,15 @@ class Trainer:
                     if ev and log is not None:
                         log.write({"step": step, **ev})
                     window.paused += time.time() - t_eval
+                    paused += time.time() - t_eval
+                if step == fit_at and step > first:
+                    t_fit = time.time()
+                    self._fit_to_minutes(step, (t_fit - t0 - paused) / (step - first), log)
+                    window.paused += time.time() - t_fit
+                    paused += time.time() - t_fit
+                    if bar is not None:
+                        bar.total = self.planned
+                        bar.refresh()
                 if bar is not None:
                     bar.update(1)
                 reason = self._stop_reason(stop, t0) if self._stop_check_due(step) else None
@@ -844,6 +903,7 @@ class Trainer:
                     self.save(step)
                     last_save = time.time()
                     window.paused += last_save - t_save
+                    paused += last_save - t_save
         if bar is not None:
             bar.close()
         path = self.save(step)
@@ -852,6 +912,7 @@ class Trainer:
             "step": step,
             "tokens": step * cfg.optim.batch_size * self.train_blocks.block_length,
             "train_flops": step * self.flops_step,
+            "planned_steps": self.planned,
             "elapsed_s": time.time() - t0,
             "allocator": allocator.current(),
             "checkpoint": str(path) if path else None,
