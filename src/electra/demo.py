@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from electra.config import ConfigError
 from electra.corpus import ReadOptions
 from electra.data import PrepareCommand, open_blocks, prepare
 from electra.files import atomic_write_json, atomic_write_text
@@ -130,6 +131,13 @@ class DemoCommand:
         default=False, metadata={"doc": "A tiny version of every stage (about a minute)."}
     )
     progress: bool = field(default=True, metadata={"doc": "Show progress bars."})
+
+    def __post_init__(self) -> None:
+        for name in ("nsmc_train_examples", "few_labels", "nsmc_eval_examples"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}: 0 or more (got {getattr(self, name)})")
+        if self.finetune_jobs < 1:
+            raise ConfigError(f"finetune_jobs: at least 1 (got {self.finetune_jobs})")
 
 
 STAGES = 5
