@@ -43,7 +43,7 @@ from typing import Any
 from electra.config import ConfigError, Override
 from electra.corpus import ReadOptions
 from electra.data import MANIFEST, PrepareCommand, open_blocks, prepare
-from electra.demo import unscored_reviews, unscored_task_text
+from electra.demo import results_complete, unscored_reviews, unscored_task_text
 from electra.files import atomic_write_json
 from electra.finetune.baselines import floor_scores
 from electra.finetune.run import finetune, finetune_args_from, finetune_options
@@ -422,7 +422,7 @@ def finetune_point(
     """Fine-tuning results of one point on one task (reused if done); floors shared by cache."""
 
     res_path = out / "results.json"
-    if _complete(res_path):
+    if results_complete(res_path):
         return json.loads(res_path.read_text())
     args = finetune_args_from(
         cmd,
@@ -472,15 +472,11 @@ def _run_jobs(cmd: CompareCommand, args: list[tuple], job: Callable = _finetune_
     whose ``a[3]/results.json`` is complete is only read back)."""
 
     def done(a: tuple) -> bool:
-        return _complete(a[3] / "results.json")
+        return results_complete(a[3] / "results.json")
 
     if min(cmd.finetune_jobs, sum(not done(a) for a in args)) > 1:
         cmd = dataclasses.replace(cmd, progress=False)  # bars side by side would mix
     return run_jobs(functools.partial(job, cmd), args, cmd.finetune_jobs, done)
-
-
-def _complete(results: Path) -> bool:
-    return results.is_file() and bool(json.loads(results.read_text()).get("complete"))
 
 
 def _main_scores(results: dict) -> dict[str, float]:

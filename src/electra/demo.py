@@ -556,7 +556,7 @@ def finetune_nsmc(
 
     check_stage_options(out, {**finetune_options(cmd), "smoke": cmd.smoke})
     res_path = out / "results.json"
-    if res_path.is_file() and json.loads(res_path.read_text()).get("complete"):
+    if results_complete(res_path):
         print(f"reusing {out}")
         return json.loads(res_path.read_text())
     args = finetune_args_from(
@@ -603,17 +603,18 @@ def finetune_pairs(
             ("nsmc-few", pretrained, few_cmd),
             ("nsmc-few-random-start", random_model, few_cmd),
         ]
-    floors = out / "floors"
-
-    def done(a: tuple) -> bool:
-        return _complete(a[2] / "results.json")
-
-    pending = sum(not done(a) for a in [(c, m, out / n) for n, m, c in plan])
+    pending = sum(not results_complete(out / name / "results.json") for name, _, _ in plan)
     side_by_side = min(cmd.finetune_jobs, pending) > 1
     args = [
-        (dataclasses.replace(c, progress=False) if side_by_side else c, m, out / n, data_dir)
-        + (floors, side_by_side)
-        for n, m, c in plan
+        (
+            dataclasses.replace(c, progress=False) if side_by_side else c,
+            model,
+            out / name,
+            data_dir,
+            out / "floors",
+            side_by_side,
+        )
+        for name, model, c in plan
     ]
     if side_by_side:
         print(
@@ -621,11 +622,14 @@ def finetune_pairs(
             "(each writes its printout to its folder's finetune.log)",
             flush=True,
         )
-    results = run_jobs(_finetune_job, args, cmd.finetune_jobs, done)
+    results = run_jobs(
+        _finetune_job, args, cmd.finetune_jobs, lambda a: results_complete(a[2] / "results.json")
+    )
     return {n: res for (n, _, _), res in zip(plan, results, strict=True)}
 
 
-def _complete(results: Path) -> bool:
+def results_complete(results: Path) -> bool:
+    """Whether a fine-tuning's ``results.json`` exists and says every seed is done."""
     return results.is_file() and bool(json.loads(results.read_text()).get("complete"))
 
 
@@ -634,7 +638,7 @@ def _finetune_job(
 ) -> dict[str, Any]:
     """One of :func:`finetune_pairs`' fine-tunings. ``quiet`` (others run beside it): its
     printout goes to ``out/finetune.log`` and one line says when it is done."""
-    if not quiet or _complete(out / "results.json"):
+    if not quiet or results_complete(out / "results.json"):
         return finetune_nsmc(cmd, model, out, data_dir, floors)
     t = time.time()
     out.mkdir(parents=True, exist_ok=True)

@@ -156,9 +156,10 @@ class RunConfig:
         default=0.0,
         metadata={
             "doc": "Fit the schedule to this many minutes from the start (0: off): after "
-            "warmup_steps/2 steps (at least 20) optim.max_steps is replaced by the steps that "
-            "fit, from the measured time per step and of one validation, so the learning rate "
-            "reaches zero when the time is up. The plan is kept on --resume."
+            "warmup_steps/2 steps (at least 20), and again after each validation, "
+            "optim.max_steps is replaced by the steps that fit, from the measured time per "
+            "step and per validation, so the learning rate reaches zero when the time is up. "
+            "A resumed run keeps the plan of its checkpoint (later re-plans depend on time)."
         },
     )
     max_flops: float = field(
@@ -686,20 +687,25 @@ class Trainer:
         return lr
 
     def _fit_step(self) -> int:
-        """The step after which run.fit_minutes re-plans: half-way through warmup (at
-        least 20 steps in), so the learning rate so far is the same under any plan."""
+        """The first step after which run.fit_minutes re-plans: half-way through warmup
+        (at least 20 steps in), so the learning rate so far is the same under any plan."""
         return max(20, self.cfg.optim.warmup_steps // 2)
 
-    def _fit_to_minutes(self, step: int, per_step: float, log: MetricsLog | None) -> None:
+    def _fit_to_minutes(
+        self, step: int, per_step: float, eval_s: float | None, log: MetricsLog | None
+    ) -> None:
         """Set ``self.planned`` to the steps that end when run.fit_minutes are spent.
 
-        ``per_step`` is the measured seconds of a training step; one validation is
-        run here (and logged) to time the ones still to come.
+        ``per_step`` is the mean time of this session's training steps so far (a burst
+        of load weighs less the longer the run); ``eval_s`` that of the validation just
+        run, or None: then one is run (and logged) here to time those still to come.
         """
         cfg = self.cfg
-        t = time.time()
-        ev = self.evaluate()
-        eval_s = time.time() - t if ev else 0.0
+        record: dict[str, Any] = {"step": step}
+        if eval_s is None:
+            t = time.time()
+            record.update(self.evaluate())
+            eval_s = time.time() - t if len(record) > 1 else 0.0
         left = cfg.run.fit_minutes * 60 - (time.time() - self.t_fit0)
         every = cfg.run.eval_every
         planned = step
@@ -711,12 +717,14 @@ class Trainer:
         if dist.is_initialized():  # every rank the same plan: the most cautious one
             mine = torch.tensor([-planned], device=self.env.device)
             planned = -int(_all_reduce(mine, dist.ReduceOp.MAX).item())
+        first = step == self._fit_step()
+        changed = abs(planned - self.planned) > 0.02 * self.planned
         self.planned = planned
         if log is not None:
-            log.write({"step": step, **ev, "planned_steps": planned, "step_s": per_step})
-        if self.env.main:
+            log.write({**record, "planned_steps": planned, "step_s": per_step})
+        if self.env.main and (first or changed):
             print(
-                f"fitted to {cfg.run.fit_minutes:g} min: {planned} steps "
+                f"fitted to {cfg.run.fit_minutes:g} min at step {step}: {planned} steps "
                 f"({per_step:.3f} s per step, {eval_s:.1f} s per validation)",
                 file=sys.stderr,
             )
@@ -874,16 +882,24 @@ class Trainer:
                 window.add(values, tokens)
                 if step % cfg.run.log_every == 0 or step == self.planned:
                     last = self._log(step, lr, names, window, t0, log, bar)
+                eval_s = None
                 if cfg.run.eval_every and step % cfg.run.eval_every == 0:
                     t_eval = time.time()
                     ev = self.evaluate()
                     if ev and log is not None:
                         log.write({"step": step, **ev})
+                    eval_s = time.time() - t_eval if ev else 0.0
                     window.paused += time.time() - t_eval
                     paused += time.time() - t_eval
-                if step == fit_at and step > first:
+                # run.fit_minutes: re-plan half-way through warmup, then after each validation
+                if (
+                    fit_at
+                    and step > first
+                    and (step == fit_at or (step > fit_at and eval_s is not None))
+                ):
                     t_fit = time.time()
-                    self._fit_to_minutes(step, (t_fit - t0 - paused) / (step - first), log)
+                    per_step = (t_fit - t0 - paused) / (step - first)
+                    self._fit_to_minutes(step, per_step, eval_s, log)
                     window.paused += time.time() - t_fit
                     paused += time.time() - t_fit
                     if bar is not None:
