@@ -113,7 +113,8 @@ class DemoCommand:
         default=5.0,
         metadata={
             "doc": "Time budget of each NSMC fine-tuning: the training reviews used (at most "
-            "--nsmc-train-examples) are planned from a timed step on this machine (0: no cap)."
+            "--nsmc-train-examples) are planned from a step timed on all threads (0: no cap). "
+            "Two side by side take up to 1.5x that each, the pair less than twice it."
         },
     )
     seeds: list[int] = field(
