@@ -363,6 +363,23 @@ def test_fit_minutes_ends_the_schedule_when_the_time_is_up(blocks: Path, tmp_pat
     assert again["step"] == planned and again["stopped"] == "max_steps"
 
 
+def test_fit_minutes_clock_carries_over_a_resume(blocks: Path, tmp_path: Path) -> None:
+    """A run stopped part-way resumes with the time it had spent already on the budget,
+    so its re-plans do not grant it run.fit_minutes afresh."""
+    run = tmp_path / "run"
+    fit = ("optim.max_steps=1000000", "optim.warmup_steps=40", "run.fit_minutes=10")
+    Trainer(tiny(blocks, run, *fit, "run.max_minutes=0.02", "run.export=false")).fit()
+    saved = ckpt.latest_valid(run / "checkpoints")
+    assert saved is not None
+    _, state, _ = ckpt.load(saved.path)
+    spent = state["fit_elapsed_s"]
+    assert spent > 1.0  # the stopped session's 1.2 s of training, at least
+    resumed = Trainer(tiny(blocks, run, *fit, "run.max_minutes=0.01"), resume=True)
+    before = time.time()
+    resumed.fit()
+    assert resumed.t_fit0 <= before - spent + 0.5  # its clock started that much earlier
+
+
 def test_time_based_checkpoints_never_evict_scheduled_ones(tmp_path) -> None:
     """compare fine-tunes the checkpoints at its budget marks: a slow machine's extra
     (time-based) saves must not prune them (seen: step 207 of 207/414/622 deleted)."""

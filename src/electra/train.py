@@ -159,7 +159,8 @@ class RunConfig:
             "warmup_steps/2 steps (at least 20), and again after each validation, "
             "optim.max_steps is replaced by the steps that fit, from the measured time per "
             "step and per validation, so the learning rate reaches zero when the time is up. "
-            "A resumed run keeps the plan of its checkpoint (later re-plans depend on time)."
+            "A resumed run keeps its checkpoint's plan and clock (the time until the checkpoint "
+            "counts; later re-plans depend on time, so it is not bit-identical)."
         },
     )
     max_flops: float = field(
@@ -506,6 +507,8 @@ class Trainer:
         )
         if state is not None and cfg.run.fit_minutes > 0 and "planned_steps" in state:
             planned = int(state["planned_steps"])  # the plan fitted before the interruption
+            # the budget counts the time already spent on the work kept
+            self.t_fit0 -= float(state.get("fit_elapsed_s", 0.0))
         if cfg.run.max_flops > 0:
             planned = min(planned, int(cfg.run.max_flops // flops_step))
         self.model, self.wrapped, self.opt, self.loader = model, wrapped, opt, loader
@@ -800,6 +803,7 @@ class Trainer:
                 "step": step,
                 "position": self.loader.position,
                 "planned_steps": self.planned,
+                "fit_elapsed_s": time.time() - self.t_fit0,  # run.fit_minutes' clock
                 "optimizer": opt_state,
                 "world_size": self.env.world,
             }
