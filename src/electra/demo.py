@@ -64,7 +64,13 @@ class DemoCommand:
 
     data_dir: str = field(default="", metadata={"doc": "Data directory (default: shared/data)."})
     output: str = field(default="runs/demo", metadata={"doc": "Output directory.", "short": "-o"})
-    minutes: float = field(default=10.0, metadata={"doc": "Pre-training time budget."})
+    minutes: float = field(
+        default=10.0,
+        metadata={
+            "doc": "Pre-training time budget, the PPMI token table included: the step count "
+            "is fitted to it from the measured step time (run.fit_minutes)."
+        },
+    )
     vocab_size: int = field(default=16000, metadata={"doc": "Vocabulary size."})
     corpus: Corpus = field(
         default="wiki+reviews",
@@ -105,7 +111,7 @@ class DemoCommand:
     layer_decay: float = field(
         default=1.0,
         metadata={
-            "doc": "Layer-wise learning-rate decay of both NSMC fine-tunings (1: none).",
+            "doc": "Layer-wise learning-rate decay of the NSMC fine-tunings (1: none).",
             "finetune": "layer_decay",
         },
     )
@@ -124,8 +130,9 @@ class DemoCommand:
         default=2,
         metadata={
             "doc": "Fine-tunings run side by side, each in its own process on an equal share "
-            "of the CPU threads (on 2 cores the pair takes 4.3 minutes instead of 6; 1: one "
-            "at a time, with progress bars)."
+            "of the CPU threads (on 2 cores two 12,000-review fine-tunings took 4.3-5.2 "
+            "minutes side by side against 6.6 one after the other; 1: one at a time, with "
+            "progress bars)."
         },
     )
     smoke: bool = field(

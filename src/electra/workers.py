@@ -31,8 +31,8 @@ def run_jobs(
 ) -> list[Any]:
     """``job(*a)`` for each ``a`` in ``args``, results in the order of ``args``.
 
-    The jobs not ``done`` yet get up to ``processes`` spawned processes, each
-    with ``torch.get_num_threads() // processes`` threads; finished ones (and
+    The jobs not ``done`` yet get up to ``processes`` spawned processes, which
+    share this process's torch threads equally; finished ones (and
     all of them when one process would do) run here, where a finished job only
     reads its results back. The first failure cancels the jobs not started,
     waits for those running (what they wrote is kept) and is raised. Ctrl-C or
@@ -61,8 +61,8 @@ def run_jobs(
         return [futures[i].result() if i in futures else job(*a) for i, a in enumerate(args)]
     except BrokenProcessPool:
         raise RuntimeError(
-            "a worker process died (out of memory, or killed?); run the jobs one at a time "
-            "to see the error in this process (finished jobs are kept)"
+            "a worker process died (out of memory, or killed?); run again with "
+            "--finetune-jobs 1 to see the error in this process (finished jobs are kept)"
         ) from None
     finally:
         if interrupted:  # Ctrl-C / SIGTERM: do not wait for jobs of many minutes
