@@ -53,7 +53,7 @@ from electra.objectives import OBJECTIVES
 from electra.paths import default_data_dir
 from electra.tokenizer import train_tokenizer
 from electra.train import Trainer, export_run, load_config, resolve_model
-from electra.workers import run_jobs
+from electra.workers import processes_used, run_jobs
 
 # Pre-training keys compare sets for each arm itself (so they get no --SECTION.FIELD flag).
 ARM_KEYS = (
@@ -474,7 +474,7 @@ def _run_jobs(cmd: CompareCommand, args: list[tuple], job: Callable = _finetune_
     def done(a: tuple) -> bool:
         return results_complete(a[3] / "results.json")
 
-    if min(cmd.finetune_jobs, sum(not done(a) for a in args)) > 1:
+    if processes_used(sum(not done(a) for a in args), cmd.finetune_jobs):
         cmd = dataclasses.replace(cmd, progress=False)  # bars side by side would mix
     return run_jobs(functools.partial(job, cmd), args, cmd.finetune_jobs, done)
 

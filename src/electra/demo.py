@@ -52,7 +52,7 @@ from electra.paths import default_data_dir
 from electra.report import build_report
 from electra.special import SpecialIds
 from electra.tokenizer import train_tokenizer
-from electra.workers import run_jobs
+from electra.workers import processes_used, run_jobs
 
 Corpus = Literal["reviews", "wiki+reviews"]
 CORPORA: tuple[str, ...] = get_args(Corpus)
@@ -611,8 +611,9 @@ def finetune_pairs(
             ("nsmc-few", pretrained, few_cmd),
             ("nsmc-few-random-start", random_model, few_cmd),
         ]
+
     pending = sum(not results_complete(out / name / "results.json") for name, _, _ in plan)
-    side_by_side = min(cmd.finetune_jobs, pending) > 1
+    side_by_side = processes_used(pending, cmd.finetune_jobs)
     args = [
         (
             dataclasses.replace(c, progress=False) if side_by_side else c,
@@ -620,13 +621,13 @@ def finetune_pairs(
             out / name,
             data_dir,
             out / "floors",
-            side_by_side,
+            bool(side_by_side),
         )
         for name, model, c in plan
     ]
     if side_by_side:
         print(
-            f"{pending} fine-tunings, {min(cmd.finetune_jobs, pending)} side by side "
+            f"{pending} fine-tunings, {side_by_side} side by side "
             "(each writes its printout to its folder's finetune.log)",
             flush=True,
         )

@@ -23,6 +23,13 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 
+def processes_used(pending: int, processes: int) -> int:
+    """How many processes :func:`run_jobs` starts for ``pending`` jobs not done yet (0:
+    none, every job runs in this process), so a caller can quiet their progress bars."""
+    n = min(processes, pending)
+    return n if n > 1 else 0
+
+
 def run_jobs(
     job: Callable[..., Any],
     args: Sequence[tuple],
@@ -42,8 +49,8 @@ def run_jobs(
     import torch
 
     pending = [i for i, a in enumerate(args) if done is None or not done(a)]
-    n = min(processes, len(pending))
-    if n <= 1:
+    n = processes_used(len(pending), processes)
+    if not n:
         return [job(*a) for a in args]
     threads = max(1, torch.get_num_threads() // n)
     pool = ProcessPoolExecutor(
