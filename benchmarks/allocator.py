@@ -31,7 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from electra import allocator  # noqa: E402
+from electra.system import allocator  # noqa: E402
 
 
 def child(args: argparse.Namespace) -> dict:

@@ -61,8 +61,9 @@ def cli(*args: str) -> None:
 
 
 def general_blocks(out: Path, data: Path, vocab_size: int) -> Path:
-    from electra.data import PrepareCommand, prepare
-    from electra.tokenizer import train_tokenizer
+    from electra.blocks.options import PrepareCommand
+    from electra.blocks.prepare import prepare
+    from electra.text.vocabulary import train_tokenizer
 
     wiki = sorted((data / "pretrain/ko/kowiki").glob("*/wiki_*"))
     tok = out / "tokenizer"
@@ -181,10 +182,11 @@ def continue_domain(
 
 def load_pair(hf: Path):
     """Our pre-training model from an exported discriminator/generator pair."""
-    from electra.continued import InitConfig, load_start_weights
-    from electra.hf import read_config
-    from electra.pretraining import ElectraForPretraining, ObjectiveConfig, SpecialIds
-    from electra.tokenizer import load_tokenizer, special_id_map
+    from electra.model.hf import read_config
+    from electra.pretrain.config import InitConfig, ObjectiveConfig
+    from electra.pretrain.continued import load_start_weights
+    from electra.pretrain.objective import ElectraForPretraining, SpecialIds
+    from electra.text.tokenizer import load_tokenizer, special_id_map
 
     disc_cfg, _ = read_config(hf / "discriminator")
     gen_cfg, _ = read_config(hf / "generator")
@@ -205,8 +207,8 @@ def intrinsic(models: dict[str, Any], blocks: Path, n_blocks: int, batch: int = 
     """
     from sklearn.metrics import roc_auc_score
 
-    from electra.data import open_blocks
-    from electra.pretraining import SampleRNG
+    from electra.blocks.read import open_blocks
+    from electra.pretrain.objective import SampleRNG
 
     val = open_blocks(blocks, "validation")
     n = min(n_blocks, len(val))
@@ -306,7 +308,7 @@ def markdown(r: dict) -> str:
 
 
 def main() -> None:
-    from electra.paths import default_data_dir
+    from electra.system.paths import default_data_dir
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default="runs/domain_adaptation")

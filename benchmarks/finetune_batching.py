@@ -25,7 +25,7 @@ import torch
 from electra.finetune.run import FinetuneArgs, finetune
 from electra.finetune.tasks import load_task_data
 from electra.finetune.training import epoch_batches
-from electra.tokenizer import load_tokenizer
+from electra.text.tokenizer import load_tokenizer
 
 
 def padding_ratio(model: str, task: str, examples: int, max_length: int, grouped: bool) -> float:

@@ -1,6 +1,6 @@
 """Compare's fine-tunings one at a time (every thread) against side by side (a share each).
 
-Both sides run the same jobs through ``electra.compare.finetune_all`` (the code
+Both sides run the same jobs through ``electra.experiments.compare.finetune_all`` (the code
 ``electra compare --finetune-jobs N`` runs): each model fine-tuned on each task,
 one seed, compare's settings otherwise, each side in a fresh output directory.
 The floors (TF-IDF, majority) are computed once by a warm-up job and shared, as
@@ -25,8 +25,9 @@ from pathlib import Path
 
 import torch
 
-from electra.compare import CompareCommand, finetune_all
-from electra.paths import default_data_dir
+from electra.experiments.compare import finetune_all
+from electra.experiments.options import CompareCommand
+from electra.system.paths import default_data_dir
 
 
 def one_side(cmd: CompareCommand, models: list[str], out: Path) -> tuple[float, list[float]]:

@@ -180,8 +180,9 @@ def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
 
 def _blocks(ctx: Context) -> Path:
     """A 1000-token vocabulary and blocks from one Korean Wikipedia file (built once)."""
-    from electra.data import PrepareCommand, prepare
-    from electra.tokenizer import train_tokenizer
+    from electra.blocks.options import PrepareCommand
+    from electra.blocks.prepare import prepare
+    from electra.text.vocabulary import train_tokenizer
 
     root = ctx.out / "data"
     blocks = root / "blocks"
@@ -243,7 +244,7 @@ def check_blocks(ctx: Context) -> dict[str, Any]:
 
 def check_resume(ctx: Context) -> dict[str, Any]:
     """bf16 pre-training killed with SIGKILL and resumed: identical losses?"""
-    from electra import checkpoint as ckpt
+    from electra.model import checkpoint as ckpt
 
     steps = 12 if ctx.smoke else 200
     ref, killed = ctx.out / "runs" / "ref", ctx.out / "runs" / "killed"
@@ -349,7 +350,7 @@ def check_export_parity(ctx: Context) -> dict[str, Any]:
     """Our exported discriminator against ``transformers`` on the device, fp32."""
     import transformers
 
-    from electra.hf import load_discriminator
+    from electra.model.hf import load_discriminator
 
     model = ctx.out / "runs" / "ref" / "hf" / "discriminator"
     dev = torch.device(ctx.device)
@@ -491,8 +492,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--minutes", type=float, default=8.0, help="budget of smoke + throughput")
     p.add_argument("--data-dir", default="", help="shared/data (default: the usual place)")
     args = p.parse_args(argv)
-    from electra.paths import default_data_dir
-    from electra.train import resolve_device
+    from electra.system.paths import default_data_dir
+    from electra.system.precision import resolve_device
 
     device = resolve_device(args.device)  # "cuda" -> "cuda:0": set_device needs an index
     if device.type == "cuda":

@@ -8,7 +8,7 @@ seed in ``electra_task.json`` with the current loader):
   truncation to the model's max length (what users run today);
 * ours, PyTorch fp32 and bf16 autocast (``electra predict``'s path: batches
   sorted by length);
-* ours, ONNX Runtime fp32 and dynamic int8 (:mod:`electra.runtime`).
+* ours, ONNX Runtime fp32 and dynamic int8 (:mod:`electra.inference.runtime`).
 
 Reported per backend: sentences per second at batch 32 over the reviews,
 p50/p95 latency of one review at batch 1, accuracy over the same reviews, the
@@ -53,7 +53,7 @@ import torch
 from electra.finetune.common import TextExample
 from electra.finetune.modeling import read_task_info
 from electra.finetune.tasks import DataOptions, get_task, load_task_data, subsample
-from electra.provenance import versions
+from electra.system.provenance import versions
 
 BATCH = 32
 
@@ -136,8 +136,8 @@ class Ours(Backend):
 
 
 def make_backends(model_dir: Path, onnx_dir: Path, threads: int, which: list[str]) -> list:
-    from electra.finetune.run import TorchPredictor
-    from electra.runtime import FILES, OnnxModel
+    from electra.inference.runtime import FILES, OnnxModel
+    from electra.inference.torch_predictor import TorchPredictor
 
     info = read_task_info(model_dir)
     weights = (model_dir / "model.safetensors").stat().st_size
@@ -202,10 +202,10 @@ def make_random_small(out: Path) -> Path:
     """A randomly initialised ELECTRA-Small discriminator with the KoELECTRA v1 vocabulary."""
     import shutil
 
-    from electra.config import preset
     from electra.finetune.tasks import resolve_data_dir
-    from electra.hf import export_discriminator
-    from electra.model import ElectraDiscriminator
+    from electra.model.config import preset
+    from electra.model.encoder import ElectraDiscriminator
+    from electra.model.hf import export_discriminator
 
     tok = out.parent / f"{out.name}-tokenizer"
     tok.mkdir(parents=True, exist_ok=True)
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> None:
     model_dir = Path(args.model)
     onnx_dir = Path(args.onnx) if args.onnx else Path("out/bench-onnx")
     if not args.onnx:
-        from electra.onnx_export import export_onnx
+        from electra.export.onnx import export_onnx
 
         export_onnx(model_dir, onnx_dir, quantize="int8")
     examples, counts = test_reviews(model_dir, args.examples)

@@ -6,7 +6,7 @@ This script measures both on one corpus and prints the ratio:
 
 * raw: the corpus's lines (as the readers yield them) encoded with
   ``encode_batch`` in batches of 10,000 lines, all cores, text in memory;
-* prepare: ``electra.data.prepare`` (reading, sentence splitting,
+* prepare: ``electra.blocks.prepare.prepare`` (reading, sentence splitting,
   tokenization in worker processes, block building, shards, manifest) in a
   fresh subprocess; its time is measured inside the subprocess, from the
   ``prepare()`` call to its return (interpreter start and imports excluded);
@@ -61,9 +61,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from electra.corpus import Corpus, ReadOptions  # noqa: E402
-from electra.paths import default_data_dir  # noqa: E402
-from electra.tokenizer import encoding_tokenizer, load_tokenizer, train_tokenizer  # noqa: E402
+from electra.system.paths import default_data_dir  # noqa: E402
+from electra.text.corpus import Corpus, ReadOptions  # noqa: E402
+from electra.text.tokenizer import encoding_tokenizer, load_tokenizer  # noqa: E402
+from electra.text.vocabulary import train_tokenizer  # noqa: E402
 
 
 def default_inputs(data: Path) -> list[str]:
@@ -154,7 +155,7 @@ def _tree_memory_kb(root: int) -> tuple[int, int]:
 
 RUNNER = """
 import json, resource, sys, time
-from electra.data import PrepareCommand, prepare
+from electra.blocks.prepare import PrepareCommand, prepare
 def cpu():
     a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime

@@ -32,10 +32,11 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 
-from electra.config import generator_config, preset
-from electra.flops import executed_matmul_flops_per_step
-from electra.optim import adamw
-from electra.pretraining import ElectraForPretraining, ObjectiveConfig, SpecialIds, mask_batch
+from electra.model.config import generator_config, preset
+from electra.model.optim import adamw
+from electra.pretrain.config import ObjectiveConfig
+from electra.pretrain.flops import executed_matmul_flops_per_step
+from electra.pretrain.objective import ElectraForPretraining, SpecialIds, mask_batch
 
 SPECIAL = SpecialIds(pad=0, cls=101, sep=102, mask=103, vocab_size=30522)
 
@@ -164,7 +165,7 @@ def build_convbert_reference(disc_cfg, gen_size: float, device: str):
     """ConvBERT generator + discriminator from ``transformers``, embeddings shared."""
     import transformers
 
-    from electra.hf import hf_config_dict
+    from electra.model.hf import hf_config_dict
 
     def hf(c, arch):
         body = hf_config_dict(c, arch)
@@ -288,13 +289,13 @@ def run(args, dtype_name: str) -> dict:
 def use_allocator() -> str:
     """Re-run this script under the allocator `electra pretrain` would choose.
 
-    tcmalloc when installed, else glibc's malloc tuned (see electra.allocator);
+    tcmalloc when installed, else glibc's malloc tuned (see electra.system.allocator);
     ``--allocator default`` (or ``--no-tcmalloc``) keeps the untuned default.
     """
     import os
     import sys
 
-    from electra import allocator
+    from electra.system import allocator
 
     for i, a in enumerate(sys.argv):
         if a == "--no-tcmalloc":

@@ -1,6 +1,6 @@
 """Shared fixtures: the real data in ``shared/data`` and small tokenizers trained on it.
 
-The data directory is found by :func:`electra.paths.default_data_dir`
+The data directory is found by :func:`electra.system.paths.default_data_dir`
 (``ELECTRA_DATA_DIR`` or ``<checkout>/../shared/data``). CI has it, so a
 missing directory fails the tests that need it with a clear message; nothing
 is skipped.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from electra.paths import ENV_VAR, default_data_dir
+from electra.system.paths import ENV_VAR, default_data_dir
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -75,8 +75,8 @@ def mixed_corpus(tmp_path_factory, ko_wiki: Path, ko_law: Path, en_book: Path, n
 @pytest.fixture(scope="session")
 def tiny_tokenizer(tmp_path_factory, mixed_corpus: Path) -> Path:
     """A 2,000-token cased vocabulary trained on the mixed corpus."""
-    from electra.corpus import ReadOptions
-    from electra.tokenizer import train_tokenizer
+    from electra.text.corpus import ReadOptions
+    from electra.text.vocabulary import train_tokenizer
 
     out = tmp_path_factory.mktemp("tok")
     train_tokenizer(

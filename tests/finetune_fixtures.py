@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from electra.config import preset
 from electra.finetune.tasks import resolve_data_dir
-from electra.hf import export_discriminator
-from electra.model import ElectraDiscriminator
+from electra.model.config import preset
+from electra.model.encoder import ElectraDiscriminator
+from electra.model.hf import export_discriminator
 
 DATA = resolve_data_dir(None)
 KO_VOCAB = DATA / "extras" / "koelectra-v1-vocab" / "vocab.txt"

@@ -14,8 +14,9 @@ import pytest
 @pytest.fixture(scope="session")
 def blocks(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
     """A 1000-token vocabulary and 64-token blocks from real Korean Wikipedia text."""
-    from electra.data import PrepareCommand, prepare
-    from electra.tokenizer import train_tokenizer
+    from electra.blocks.options import PrepareCommand
+    from electra.blocks.prepare import prepare
+    from electra.text.vocabulary import train_tokenizer
 
     root = tmp_path_factory.mktemp("blocks")
     text = root / "ko.txt"
@@ -39,7 +40,7 @@ def blocks(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
 
 def tiny_config(blocks: Path, out: Path, *extra: str):
     """The built-in ``tiny`` config over ``blocks`` writing to ``out``, on the CPU."""
-    from electra.train import load_config
+    from electra.pretrain.config import load_config
 
     overrides = [
         f"data.blocks={json.dumps(str(blocks))}",
@@ -54,7 +55,7 @@ def tiny_config(blocks: Path, out: Path, *extra: str):
 @pytest.fixture(scope="session")
 def tiny_run(blocks: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished 30-step RTD run with validation, TensorBoard and exports."""
-    from electra.train import Trainer
+    from electra.pretrain.trainer import Trainer
 
     run = tmp_path_factory.mktemp("tiny_run") / "run"
     cfg = tiny_config(

@@ -1,4 +1,4 @@
-"""The allocator a training command restarts under (electra.allocator)."""
+"""The allocator a training command restarts under (electra.system.allocator)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from electra import allocator
+from electra.system import allocator
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 

@@ -13,11 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from electra import train
 from electra.cli import add_dataclass_arguments, command_parser, config_leaves, main
-from electra.compare import ARM_KEYS, CompareCommand, arm_run_dir
-from electra.config import ElectraConfig
-from electra.train import ModelKeys, PretrainCommand, PretrainConfig, pretrain_cli
+from electra.experiments.compare import arm_run_dir
+from electra.experiments.options import ARM_KEYS, CompareCommand
+from electra.model.config import ElectraConfig
+from electra.pretrain import command as pretrain_command
+from electra.pretrain import config as pretrain_config
+from electra.pretrain.command import pretrain_cli
+from electra.pretrain.config import ModelKeys, PretrainConfig
+from electra.pretrain.options import PretrainCommand
 
 
 @pytest.fixture
@@ -32,7 +36,7 @@ def trained(monkeypatch: pytest.MonkeyPatch) -> list[PretrainConfig]:
         def fit(self) -> dict[str, int]:
             return {"step": 1}
 
-    monkeypatch.setattr(train, "Trainer", FakeTrainer)
+    monkeypatch.setattr(pretrain_command, "Trainer", FakeTrainer)
     return seen
 
 
@@ -53,7 +57,7 @@ def documented_fields() -> list[tuple[str, str]]:
     out = []
     for section in dataclasses.fields(PretrainConfig):
         schema = ModelKeys if section.name == "model" else section.type
-        schema = getattr(train, schema) if isinstance(schema, str) else schema
+        schema = getattr(pretrain_config, schema) if isinstance(schema, str) else schema
         for f in dataclasses.fields(schema):
             if f.metadata.get("doc"):
                 out.append((f"--{section.name}.{f.name}", f.metadata["doc"]))
@@ -125,7 +129,7 @@ def test_a_value_the_config_rejects_is_still_a_config_error(trained, capsys) -> 
 
 
 def test_every_documented_config_field_has_a_flag_with_its_doc_as_help() -> None:
-    parser, _, _ = command_parser("pretrain")
+    parser, _ = command_parser("pretrain")
     flags = options(parser)
     expected = documented_fields()
     assert len(expected) >= 40  # the sections really were walked
@@ -158,7 +162,8 @@ def test_the_python_api_takes_typed_flags(trained) -> None:
 
 
 def test_compare_takes_the_same_flags_and_keys_runs_by_the_result(tmp_path: Path) -> None:
-    parser, _, cls = command_parser("compare")
+    parser, command = command_parser("compare")
+    cls = command.options
     ns = parser.parse_args(["--optim.learning_rate", "3e-4", "--no-run.tensorboard"])
     cmd = cls(**vars(ns))
     assert cmd.flags == {"optim.learning_rate": 3e-4, "run.tensorboard": False}

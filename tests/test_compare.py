@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from finetune_fixtures import one_thread  # noqa: F401
 
-from electra.compare import CompareCommand, arm_run_dir, compare
+from electra.experiments.compare import arm_run_dir, compare
+from electra.experiments.options import CompareCommand
 
 pytestmark = pytest.mark.slow  # end-to-end: left out of `make test-fast`
 
@@ -69,7 +70,7 @@ def test_compare_at_a_tiny_budget(blocks: Path, data_dir: Path, tmp_path: Path) 
 
 def test_fine_tuning_results_are_keyed_by_their_batching() -> None:
     """Grouped batches key apart; shuffled ones as before the option, so old results count."""
-    from electra.compare import _fingerprint, finetune_settings
+    from electra.experiments.compare import _fingerprint, finetune_settings
     from electra.finetune.run import finetune_options
 
     grouped, plain = CompareCommand(), CompareCommand(group_by_length=False)
@@ -106,7 +107,7 @@ def test_blocks_rebuilt_at_the_same_path_key_new_runs(blocks: Path, tmp_path: Pa
     the arms, the untrained encoder and the table are keyed by the blocks' fingerprint."""
     import shutil
 
-    from electra.compare import table_only_encoder, untrained_encoder
+    from electra.experiments.compare import table_only_encoder, untrained_encoder
 
     here = tmp_path / "blocks"
     shutil.copytree(blocks, here)
@@ -130,7 +131,7 @@ def test_a_ppmi_recipe_adds_its_table_on_random_layers(blocks: Path, tmp_path: P
     """The control of a PPMI recipe: the untrained encoder with the table the arms start from."""
     from safetensors.torch import load_file
 
-    from electra.compare import table_only_encoder, untrained_encoder
+    from electra.experiments.compare import table_only_encoder, untrained_encoder
 
     ppmi = CompareCommand(config="tiny", set=["init.token_embeddings='ppmi'"])
     none = untrained_encoder(ppmi, blocks, tmp_path)
@@ -150,8 +151,8 @@ def test_an_interrupted_arm_stops_compare_with_how_to_resume(
     blocks: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SIGTERM mid-arm: the checkpoint is saved, but the later marks do not exist yet."""
-    import electra.compare as compare_module
-    from electra.compare import pretrain_arm
+    import electra.experiments.compare as compare_module
+    from electra.experiments.compare import pretrain_arm
 
     class Interrupted:
         def __init__(self, cfg, resume: bool = False) -> None:
@@ -168,7 +169,7 @@ def test_an_interrupted_arm_stops_compare_with_how_to_resume(
 
 def test_the_default_corpus_never_holds_a_scored_review(data_dir: Path, tmp_path: Path) -> None:
     """compare pre-trains on each task's text minus the texts its fine-tuning scores."""
-    from electra.compare import default_corpus
+    from electra.experiments.compare import default_corpus
     from electra.finetune.tasks import DataOptions, load_task_data
 
     files = default_corpus(data_dir, tmp_path, ["NSMC", "sst-2", "wnut17"])  # names as typed
@@ -192,7 +193,7 @@ def test_a_vocabulary_from_other_sources_is_trained_anew(
     ko_wiki: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """compare reuses its vocabulary only if it was built from the same sources."""
-    import electra.compare as compare_mod
+    import electra.experiments.compare as compare_mod
 
     a, b = tmp_path / "a.txt", tmp_path / "b.txt"
     text = ko_wiki.read_text(encoding="utf-8")[:200_000]
@@ -223,7 +224,7 @@ def test_fine_tunings_side_by_side_score_as_one_at_a_time(
     """``finetune_jobs=2`` runs the same jobs in two processes; every point gets its own scores."""
     import dataclasses
 
-    from electra.compare import finetune_all, table_only_encoder, untrained_encoder
+    from electra.experiments.compare import finetune_all, table_only_encoder, untrained_encoder
 
     cmd = CompareCommand(
         config="tiny",
@@ -266,7 +267,7 @@ PARENT = """
 import os, sys, time
 from pathlib import Path
 
-from electra.compare import CompareCommand, _run_jobs
+from electra.experiments.compare import CompareCommand, _run_jobs
 
 
 def job(cmd, label, model, task, where, *rest):

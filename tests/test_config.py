@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from electra.config import (
-    PRESETS,
-    ConfigError,
-    ElectraConfig,
-    apply_overrides,
-    from_dict,
-    generator_config,
-    preset,
-)
+from electra.config import ConfigError, apply_overrides, from_dict
+from electra.model.config import ElectraConfig, generator_config, preset
+from electra.pretrain.config import PRESETS
 
 
 @pytest.mark.parametrize(
@@ -40,7 +34,7 @@ def test_paper_table_6(name, layers, hidden, ffn, heads, emb, gen, lr, batch, se
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_presets_are_read_from_the_packaged_configs(name: str) -> None:
-    from electra.train import load_config  # the file `--config NAME` trains
+    from electra.pretrain.config import load_config
 
     cfg, r = load_config(name), PRESETS[name]
     assert cfg.model["preset"] == name

@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from electra.checkpoint import CheckpointError
 from electra.config import ConfigError
+from electra.model.checkpoint import CheckpointError
 
 transformers = pytest.importorskip("transformers")
 
@@ -110,8 +110,8 @@ def first_step(run: Path) -> dict[str, float]:
 
 def reference_first_step(disc_dir: Path, gen_dir: Path, blocks: Path) -> dict[str, float]:
     """The first RTD step computed with ``transformers`` modules (same batch and randomness)."""
-    from electra.data import BlockLoader, open_blocks
-    from electra.pretraining import SampleRNG, mask_batch
+    from electra.blocks.read import BlockLoader, open_blocks
+    from electra.pretrain.objective import SampleRNG, mask_batch
 
     train = open_blocks(blocks, "train")
     loader = BlockLoader(train, BATCH, seed=0, rank=0, world_size=1, position=0)
@@ -151,7 +151,7 @@ def assert_same_losses(ours: dict[str, float], ref: dict[str, float]) -> None:
 
 
 def sha256(path: Path) -> str:
-    from electra.checkpoint import sha256_file
+    from electra.model.checkpoint import sha256_file
 
     return sha256_file(path)
 
@@ -185,7 +185,7 @@ def test_pair_continues_exactly_and_exports(released, law_blocks, tmp_path: Path
     assert json.loads((run / "config.json").read_text())["generator"]["hidden_size"] == 32
 
     # The export loads back in transformers and is the trained model.
-    from electra.train import load_run_model
+    from electra.pretrain.export import load_run_model
 
     ours, _, _ = load_run_model(run)
     hf_disc = transformers.ElectraForPreTraining.from_pretrained(run / "hf" / "discriminator")
@@ -243,7 +243,7 @@ def test_prepare_accepts_the_checkpoint_directory(released, law_blocks, blocks) 
 
 
 def continue_config(blocks: Path, out: Path, disc: Path, gen: Path | None = None, *extra: str):
-    from electra.train import load_config
+    from electra.pretrain.config import load_config
 
     sets = [
         f"data.blocks={json.dumps(str(blocks))}",
@@ -263,7 +263,7 @@ def continue_config(blocks: Path, out: Path, disc: Path, gen: Path | None = None
 
 def refusal(cfg) -> str:
     """The error a continued run stops with, before any training step."""
-    from electra.train import Trainer
+    from electra.pretrain.trainer import Trainer
 
     with pytest.raises((ConfigError, CheckpointError)) as info:
         Trainer(cfg).fit()
@@ -365,8 +365,8 @@ def test_an_encoder_only_release_gets_a_fresh_head(
 ) -> None:
     """ElectraModel (or ConvBertModel) releases hold no replaced-token head: the encoder is
     loaded exactly and a fresh head is trained on it, and the log says so."""
-    from electra.hf import TOKENIZER_FILES
-    from electra.train import Trainer
+    from electra.model.hf import TOKENIZER_FILES
+    from electra.pretrain.trainer import Trainer
 
     encoder = tmp_path / "encoder"
     release = transformers.ElectraForPreTraining.from_pretrained(released[0])
@@ -409,7 +409,7 @@ def test_shape_comes_from_the_checkpoint(law_blocks, released, tmp_path) -> None
 def test_unshared_generator_embeddings_are_replaced_and_said(
     blocks, law_blocks, released, tmp_path, capsys
 ) -> None:
-    from electra.train import Trainer
+    from electra.pretrain.trainer import Trainer
 
     vocab = json.loads((blocks / "manifest.json").read_text())["vocab_size"]
     _, gen = save_pair(tmp_path / "pair", blocks.parent / "tok", vocab, shared=False)
@@ -427,7 +427,7 @@ def test_unshared_generator_embeddings_are_replaced_and_said(
 def test_resume_continues_the_checkpoint_not_the_release(
     law_blocks, released, tmp_path, capsys
 ) -> None:
-    from electra.train import Trainer
+    from electra.pretrain.trainer import Trainer
 
     run = tmp_path / "run"
     Trainer(continue_config(law_blocks, run, released[0], released[1])).fit()
@@ -442,7 +442,7 @@ def test_resume_continues_the_checkpoint_not_the_release(
 
 
 def test_continue_recipe() -> None:
-    from electra.train import load_config
+    from electra.pretrain.config import load_config
 
     cfg = load_config("continue")
     assert cfg.model == {"preset": "small"}  # no shape of its own: it comes from --init-from
@@ -457,7 +457,7 @@ def test_continue_recipe() -> None:
 def test_extended_vocabulary_starts_from_the_mean_of_the_pieces(
     released, ko_law: Path, law_blocks, tmp_path: Path, cli
 ) -> None:
-    from electra.tokenizer import load_tokenizer, vocab_list
+    from electra.text.tokenizer import load_tokenizer, vocab_list
 
     disc, gen = released
     out = tmp_path / "extended"
@@ -494,7 +494,7 @@ def test_extended_vocabulary_starts_from_the_mean_of_the_pieces(
     assert hf_tok(added[0], add_special_tokens=False)["input_ids"] == [n]
 
     # Blocks of the old vocabulary refuse; blocks of the new one train and export.
-    from electra.train import Trainer
+    from electra.pretrain.trainer import Trainer
 
     ext_disc, ext_gen = out / "discriminator", out / "generator"
     assert "another vocabulary" in refusal(
@@ -522,7 +522,8 @@ def test_extended_vocabulary_starts_from_the_mean_of_the_pieces(
 
 
 def test_extend_vocab_refuses_known_tokens_and_ambiguous_sources(released, tmp_path) -> None:
-    from electra.extend import ExtendVocabCommand, extend_vocab
+    from electra.pretrain.extend import extend_vocab
+    from electra.pretrain.options import ExtendVocabCommand
 
     tokens = tmp_path / "tokens.txt"
     tokens.write_text("[MASK]\n", encoding="utf-8")
@@ -537,10 +538,11 @@ def test_extend_vocab_refuses_known_tokens_and_ambiguous_sources(released, tmp_p
 
 def test_a_convbert_pair_continues_and_exports_as_convbert(released, law_blocks, tmp_path) -> None:
     """Our ConvBERT exports (the cpu recipe's) are released checkpoints like any other."""
-    from electra.config import ElectraConfig
-    from electra.hf import TOKENIZER_FILES, export_discriminator, export_generator
-    from electra.model import ElectraDiscriminator, ElectraGenerator
-    from electra.train import Trainer, load_run_model
+    from electra.model.config import ElectraConfig
+    from electra.model.encoder import ElectraDiscriminator, ElectraGenerator
+    from electra.model.hf import TOKENIZER_FILES, export_discriminator, export_generator
+    from electra.pretrain.export import load_run_model
+    from electra.pretrain.trainer import Trainer
 
     vocab = json.loads((released[0] / "config.json").read_text())["vocab_size"]
     torch.manual_seed(0)

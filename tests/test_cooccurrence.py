@@ -10,11 +10,11 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from electra.cooccurrence import cooccurrence_counts, ppmi_vectors, warm_start_embeddings
+from electra.pretrain.cooccurrence import cooccurrence_counts, ppmi_vectors, warm_start_embeddings
 
 
 class FakeBlocks:
-    """The parts of :class:`electra.data.Blocks` the counts read."""
+    """The parts of :class:`electra.blocks.read.Blocks` the counts read."""
 
     def __init__(self, ids: np.ndarray, vocab_size: int) -> None:
         self.ids, self.vocab_size = ids, vocab_size
@@ -65,9 +65,9 @@ def test_no_cooccurrence_is_a_clear_error() -> None:
 def test_warm_start_fills_the_shared_table_at_the_random_init_scale(
     blocks: Path, sharing: str
 ) -> None:
-    from electra.data import open_blocks
-    from electra.pretraining import ElectraForPretraining, ObjectiveConfig
-    from electra.train import load_config, resolve_model
+    from electra.blocks.read import open_blocks
+    from electra.pretrain.config import ObjectiveConfig, load_config, resolve_model
+    from electra.pretrain.objective import ElectraForPretraining
 
     train = open_blocks(blocks, "train")
     cfg = load_config("tiny", [f"data.blocks={json.dumps(str(blocks))}"])
@@ -97,7 +97,7 @@ def test_a_ppmi_run_records_it_and_a_continued_run_refuses_it(blocks: Path, tmp_
     from pretrain_fixtures import tiny_config
 
     from electra.config import ConfigError
-    from electra.train import Trainer
+    from electra.pretrain.trainer import Trainer
 
     run = tmp_path / "run"
     cfg = tiny_config(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from electra.corpus import (
+from electra.text.corpus import (
     Corpus,
     CorpusError,
     ReadOptions,

@@ -11,23 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import electra.data as data_mod
-from electra.corpus import CorpusError
-from electra.data import (
-    MANIFEST,
-    BlockLoader,
-    BlockPlan,
-    BuildParams,
-    PrepareCommand,
-    batch_indices,
-    build_document_blocks,
-    open_blocks,
-    prepare,
-    split_sentences,
-    stream_slice,
-    token_types,
-)
-from electra.tokenizer import build_tokenizer, load_tokenizer, save_tokenizer_files
+import electra.blocks.build as build_mod
+import electra.blocks.shards as data_mod
+from electra.blocks.build import BlockPlan, BuildParams, build_document_blocks, split_sentences
+from electra.blocks.format import MANIFEST
+from electra.blocks.options import PrepareCommand
+from electra.blocks.prepare import prepare
+from electra.blocks.read import BlockLoader, batch_indices, open_blocks, stream_slice, token_types
+from electra.text.corpus import CorpusError
+from electra.text.tokenizer import build_tokenizer, load_tokenizer, save_tokenizer_files
 
 L = 64
 
@@ -194,7 +186,7 @@ def test_interrupted_run_leaves_no_complete_looking_output(
     tmp_path: Path, mixed_corpus: Path, tiny_tokenizer: Path, monkeypatch
 ) -> None:
     out = tmp_path / "out"
-    real_finish = data_mod._ShardWriter._finish
+    real_finish = data_mod.ShardWriter._finish
     calls = {"n": 0}
 
     def interrupted(self):
@@ -204,7 +196,7 @@ def test_interrupted_run_leaves_no_complete_looking_output(
             raise KeyboardInterrupt  # ...when Ctrl-C arrives
         return real_finish(self)
 
-    monkeypatch.setattr(data_mod._ShardWriter, "_finish", interrupted)
+    monkeypatch.setattr(data_mod.ShardWriter, "_finish", interrupted)
     with pytest.raises(KeyboardInterrupt):
         prepare(cmd([mixed_corpus], tiny_tokenizer, out))
     monkeypatch.undo()
@@ -223,7 +215,7 @@ def test_interrupted_run_leaves_no_complete_looking_output(
 
 
 def test_shard_write_failure_leaves_nothing(tmp_path: Path, monkeypatch) -> None:
-    writer = data_mod._ShardWriter(tmp_path, "train", 4, 3, "uint16")
+    writer = data_mod.ShardWriter(tmp_path, "train", 4, 3, "uint16")
     writer.add(np.ones((6, 3), np.uint16))  # one full shard, and two rows of the next
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == [".train-00001.npy.tmp", "train-00000.npy"]
@@ -239,7 +231,7 @@ def test_shard_write_failure_leaves_nothing(tmp_path: Path, monkeypatch) -> None
 
 
 def test_npy_header_is_standard(tmp_path: Path) -> None:
-    writer = data_mod._ShardWriter(tmp_path, "validation", 10, 5, "uint32")
+    writer = data_mod.ShardWriter(tmp_path, "validation", 10, 5, "uint32")
     rows = np.arange(35, dtype=np.uint32).reshape(7, 5) + 70_000
     writer.add(rows[:3])
     writer.add(rows[3:])
@@ -297,7 +289,7 @@ def test_uint32_when_the_vocabulary_is_large(tmp_path: Path, ko_law: Path) -> No
 
 
 def load_tokenizer_from_law(ko_law: Path, tmp_path: Path):
-    from electra.tokenizer import train_tokenizer
+    from electra.text.vocabulary import train_tokenizer
 
     train_tokenizer([ko_law], tmp_path / "small", vocab_size=400)
     return load_tokenizer(tmp_path / "small")
@@ -336,7 +328,7 @@ def test_split_sentences_korean_and_english() -> None:
 
 def test_builder_follows_the_official_recipe() -> None:
     params = BuildParams(128, cls=2, sep=3, pad=0, validation_fraction=0, dtype="uint16")
-    stats = dict.fromkeys(data_mod._STAT_KEYS, 0)
+    stats = dict.fromkeys(build_mod._STAT_KEYS, 0)
     plan = BlockPlan()
     rng = random.Random(0)
     total = 0
@@ -361,7 +353,7 @@ def test_builder_follows_the_official_recipe() -> None:
 
 def test_long_sentences_are_cut_not_lost() -> None:
     params = BuildParams(64, cls=2, sep=3, pad=0, validation_fraction=0, dtype="uint16")
-    stats = dict.fromkeys(data_mod._STAT_KEYS, 0)
+    stats = dict.fromkeys(build_mod._STAT_KEYS, 0)
     plan = BlockPlan()
     build_document_blocks([0], [1000], random.Random(1), params, plan, stats)
     assert stats["tokens"] + stats["tokens_dropped"] == 1000
@@ -546,7 +538,7 @@ def test_accent_stripping_tokenizer_warns_on_korean(tmp_path: Path, ko_law: Path
 
 
 def test_data_dir_from_environment(monkeypatch, tmp_path: Path) -> None:
-    from electra.paths import ENV_VAR, REPO_ROOT, default_data_dir
+    from electra.system.paths import ENV_VAR, REPO_ROOT, default_data_dir
 
     monkeypatch.setenv(ENV_VAR, str(tmp_path))
     assert default_data_dir() == tmp_path

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from electra.cli import main
-from electra.demo import DemoCommand, demo
+from electra.experiments.demo import demo
+from electra.experiments.options import DemoCommand
 
 
 @pytest.mark.slow
@@ -89,7 +90,7 @@ def test_demo_without_data_says_what_is_missing(
 def test_finetuning_plan_fits_the_budget_and_is_reused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from electra import demo as demo_module
+    from electra.experiments import demo as demo_module
 
     calls = []
 
@@ -124,7 +125,7 @@ def test_finetuning_plan_fits_the_budget_and_is_reused(
 def test_demo_stops_when_pre_training_was_interrupted(
     data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from electra.train import Trainer
+    from electra.pretrain.trainer import Trainer
 
     def interrupted(self: Trainer) -> dict:
         run = Path(self.cfg.run.output_dir)
@@ -142,7 +143,7 @@ def test_demo_stops_when_pre_training_was_interrupted(
 
 def test_pretraining_text_never_holds_a_scored_review(data_dir: Path, tmp_path: Path) -> None:
     """The demo pre-trains on NSMC reviews, minus every review of the dev and test splits."""
-    from electra.demo import _check_same_corpus, korean_corpus
+    from electra.experiments.demo import _check_same_corpus, korean_corpus
     from electra.finetune.tasks import DataOptions, load_task_data
 
     files = korean_corpus(data_dir, tmp_path / "corpus", "reviews")
@@ -158,7 +159,7 @@ def test_pretraining_text_never_holds_a_scored_review(data_dir: Path, tmp_path: 
     both = korean_corpus(data_dir, tmp_path / "corpus", "wiki+reviews")
     assert both[-1] == files[0] and all("kowiki" in str(p) for p in both[:-1])
     # reused from the same data directory only: another's reviews would leave stale blocks
-    from electra.demo import unscored_reviews
+    from electra.experiments.heldout import unscored_reviews
 
     other = tmp_path / "other-data"
     with pytest.raises(SystemExit, match=f"written from {data_dir.resolve()}, but this run"):
@@ -172,7 +173,7 @@ def test_pretraining_text_never_holds_a_scored_review(data_dir: Path, tmp_path: 
 def test_a_stage_built_with_other_options_is_never_reused(tmp_path: Path) -> None:
     """Re-running the demo with another --minutes or fine-tuning flag must not silently
     reuse (or resume) a stage built with the old ones."""
-    from electra.demo import check_stage_options
+    from electra.experiments.demo import check_stage_options
 
     stage = tmp_path / "pretrain"
     check_stage_options(stage, {"minutes": 10.0, "smoke": False})  # new: stamped

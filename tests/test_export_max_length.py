@@ -15,9 +15,9 @@ import torch
 from finetune_fixtures import en_tokenizer_dir, read_jsonl  # noqa: F401
 
 from electra.cli import main
-from electra.config import preset
 from electra.finetune.modeling import TaskInfo, get_family, save_finetuned
-from electra.model import ElectraModel
+from electra.model.config import preset
+from electra.model.encoder import ElectraModel
 
 transformers = pytest.importorskip("transformers")
 

@@ -1,4 +1,4 @@
-"""Atomic writes (electra.files): what a reader of the output directory sees."""
+"""Atomic writes (electra.system.files): what a reader of the output directory sees."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from electra.files import atomic_write_json, atomic_write_text, sha256_file
+from electra.system.files import atomic_write_json, atomic_write_text, sha256_file
 
 
 def test_atomic_files_get_the_mode_a_plain_open_would_give(tmp_path: Path) -> None:

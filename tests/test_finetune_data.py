@@ -288,7 +288,8 @@ def test_missing_data_dir_is_clear(tmp_path: Path) -> None:
 def test_balance_option_reaches_the_data_and_old_models_keep_their_split() -> None:
     from types import SimpleNamespace
 
-    from electra.finetune.run import FinetuneArgs, _data_options_for
+    from electra.finetune.commands import _data_options_for
+    from electra.finetune.run import FinetuneArgs
 
     assert FinetuneArgs(model="m").data_options().balance is True
     assert FinetuneArgs(model="m", balance=False).data_options().balance is False

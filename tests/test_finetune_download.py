@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from finetune_fixtures import DATA
 
+from electra.cli import main
 from electra.finetune.download import (
     DATASETS,
     GROUPS,
@@ -17,7 +18,6 @@ from electra.finetune.download import (
     Source,
     build_mrpc,
     download,
-    main,
 )
 from electra.finetune.tasks import DataOptions, load_task_data
 
@@ -94,5 +94,5 @@ def test_registry_matches_the_task_layout() -> None:
             if staged.is_file() and s.sha256:  # our pinned checksums are the staged files'
                 assert _sha(staged) == s.sha256, s.dest
     assert set(GROUPS["glue"]) <= set(DATASETS)
-    assert main(["--list-datasets"]) == 0
-    assert main(["nonexistent"]) == 2
+    assert main(["download", "--list-datasets"]) == 0
+    assert main(["download", "nonexistent"]) == 2

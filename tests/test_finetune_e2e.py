@@ -32,7 +32,8 @@ from finetune_fixtures import (  # noqa: F401
 
 from electra.cli import main
 from electra.finetune.modeling import load_finetuned
-from electra.finetune.run import PredictArgs, predict
+from electra.inference.options import PredictArgs
+from electra.inference.predict import predict
 
 pytestmark = pytest.mark.slow  # end-to-end fine-tuning: left out of `make test-fast`
 

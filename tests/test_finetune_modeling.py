@@ -10,7 +10,6 @@ import pytest
 import torch
 from finetune_fixtures import KO_VOCAB
 
-from electra.checkpoint import CheckpointError
 from electra.finetune.modeling import (
     TaskInfo,
     copy_tokenizer,
@@ -18,6 +17,7 @@ from electra.finetune.modeling import (
     read_task_info,
     save_finetuned,
 )
+from electra.model.checkpoint import CheckpointError
 
 transformers = pytest.importorskip("transformers")
 
@@ -71,7 +71,7 @@ def test_saved_directory_keeps_the_case_of_the_tokenizer(tmp_path: Path) -> None
     shutil.copyfile(KO_VOCAB, src / "vocab.txt")
     transformers.ElectraForPreTraining(_hf_config()).save_pretrained(src)
     from electra.finetune.qa import ElectraForQuestionAnswering
-    from electra.hf import load_encoder
+    from electra.model.hf import load_encoder
 
     enc, _ = load_encoder(src)
     out = save_finetuned(

@@ -19,13 +19,15 @@ from typing import Any
 import pytest
 import torch
 
-import electra.compare as compare_module
+import electra.experiments.compare as compare_module
 import electra.finetune.run as run_module
 from electra.cli import command_parser
-from electra.compare import CompareCommand, finetune_point, finetune_settings
-from electra.demo import SMOKE_FINETUNING, DemoCommand, finetune_nsmc
-from electra.finetune.commands import FinetuneArgs, build_recipe
-from electra.finetune.recipe import Recipe, RecipeFlags
+from electra.experiments.compare import finetune_point, finetune_settings
+from electra.experiments.demo import SMOKE_FINETUNING, finetune_nsmc
+from electra.experiments.options import CompareCommand, DemoCommand
+from electra.finetune.commands import build_recipe
+from electra.finetune.options import FinetuneArgs, RecipeFlags
+from electra.finetune.recipe import Recipe
 from electra.finetune.tasks import DataFlags, DataOptions, get_task
 
 # Fields set in code, never by a flag: adding one here is a decision, not an accident.
@@ -83,7 +85,8 @@ def argv_of(values: dict[str, Any]) -> list[str]:
 
 
 def parse_finetune(values: dict[str, Any]) -> FinetuneArgs:
-    parser, _, cls = command_parser("finetune")
+    parser, command = command_parser("finetune")
+    cls = command.options
     return cls(**vars(parser.parse_args(["--model", "m", *argv_of(values)])))
 
 

@@ -8,7 +8,7 @@ from finetune_fixtures import DATA, KO_VOCAB
 from electra.finetune.common import Answer, FeatureSettings, QAExample
 from electra.finetune.qa import best_spans, featurize_qa, window_starts
 from electra.finetune.readers import read_squad
-from electra.tokenizer import load_tokenizer
+from electra.text.tokenizer import load_tokenizer
 
 
 def test_window_starts_cover_the_context() -> None:

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from electra.config import ConfigError, ElectraConfig
+from electra.config import ConfigError
 from electra.finetune.classification import ElectraForSequenceClassification
 from electra.finetune.qa import ElectraForQuestionAnswering
 from electra.finetune.recipe import (
@@ -20,7 +20,8 @@ from electra.finetune.recipe import (
     parameter_depth,
     parameter_groups,
 )
-from electra.model import ElectraModel
+from electra.model.config import ElectraConfig
+from electra.model.encoder import ElectraModel
 
 
 def _model(layers: int, embedding: int = 16, head: str = "cls", **config) -> torch.nn.Module:

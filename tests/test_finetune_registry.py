@@ -31,7 +31,7 @@ from electra.finetune.heads import ElectraWithHead, collate_inputs, sequence_out
 from electra.finetune.modeling import load_finetuned
 from electra.finetune.run import EvaluateArgs, FinetuneArgs, evaluate, finetune
 from electra.finetune.tasks import TASKS, TaskSpec, get_task, register
-from electra.model import ElectraModel
+from electra.model.encoder import ElectraModel
 
 WORDS = ["red", "green", "blue", "cat", "dog", "fish"]
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]

@@ -20,7 +20,7 @@ from electra.finetune.tagging import (
     token_units,
 )
 from electra.finetune.tasks import KLUE_NER_TAGS, WNUT_TAGS
-from electra.tokenizer import load_tokenizer
+from electra.text.tokenizer import load_tokenizer
 
 KLUE_NER = DATA / "klue" / "ner" / "klue-ner-v1.1_dev.tsv"
 WNUT_TRAIN = DATA / "ner" / "wnut17" / "wnut17train.conll"

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from electra.config import generator_config, preset
-from electra.flops import (
+from electra.model.config import generator_config, preset
+from electra.model.encoder import ElectraDiscriminator, ElectraGenerator, num_parameters
+from electra.pretrain.flops import (
     count_parameters,
     executed_matmul_flops_per_step,
     paper_train_flops_per_step,
 )
-from electra.model import ElectraDiscriminator, ElectraGenerator, num_parameters
 
 
 def test_small_at_one_million_steps_matches_the_paper() -> None:

@@ -1,4 +1,4 @@
-"""Input formats decided in one place (electra.formats): corpora, custom tables, predict input."""
+"""Input formats decided in one place (electra.text.formats): corpora, custom tables, predict input."""
 
 from __future__ import annotations
 
@@ -9,19 +9,19 @@ from typing import Any
 
 import pytest
 
-from electra import corpus, formats
+from electra.blocks.options import PrepareCommand
 from electra.cli import add_dataclass_arguments
 from electra.config import ConfigError
-from electra.corpus import CorpusOptions, ReadOptions
-from electra.data import PrepareCommand
 from electra.finetune.common import DatasetError, TextExample
 from electra.finetune.features import TaskInfo
 from electra.finetune.readers import read_squad, read_table
 from electra.finetune.tasks import DataOptions, load_task_data
-from electra.formats import FormatError, detect_format
-from electra.predict import PredictArgs
-from electra.predict import read_predict_input as predict_input
-from electra.tokenizer import TokenizerCommand
+from electra.inference.options import PredictArgs
+from electra.inference.predict import read_predict_input as predict_input
+from electra.text import corpus, formats
+from electra.text.corpus import CorpusOptions, ReadOptions
+from electra.text.formats import FormatError, detect_format
+from electra.text.options import TokenizerCommand
 
 # A Korean question-pair set as a new user finds it: tab-separated, named .txt.
 PAIRS_HEADER = "question1\tquestion2\tis_duplicate"
@@ -297,7 +297,7 @@ def test_corpus_cli_flags_unchanged() -> None:
 
 
 def test_setup_cli_logging_moved_but_still_importable() -> None:
-    from electra.log import setup_cli_logging
+    from electra.system.log import setup_cli_logging
 
     assert corpus.setup_cli_logging is setup_cli_logging
 

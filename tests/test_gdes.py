@@ -21,18 +21,24 @@ from pretrain_fixtures import tiny_config
 from safetensors.torch import load_file
 from torch import Tensor
 
-from electra import checkpoint as ckpt
-from electra.config import preset
-from electra.data import open_blocks
-from electra.hf import export_discriminator, export_generator, load_discriminator, load_generator
-from electra.model import (
+from electra.blocks.read import open_blocks
+from electra.model import checkpoint as ckpt
+from electra.model.config import preset
+from electra.model.encoder import (
     EMBEDDING_TABLES,
     DisentangledEmbeddings,
     ElectraDiscriminator,
     ElectraEmbeddings,
 )
-from electra.optim import adamw, parameter_groups
-from electra.pretraining import ElectraForPretraining, ObjectiveConfig, SampleRNG, SpecialIds
+from electra.model.hf import (
+    export_discriminator,
+    export_generator,
+    load_discriminator,
+    load_generator,
+)
+from electra.model.optim import adamw, parameter_groups
+from electra.pretrain.config import ObjectiveConfig
+from electra.pretrain.objective import ElectraForPretraining, SampleRNG, SpecialIds
 
 SPECIAL = SpecialIds(pad=0, cls=2, sep=3, mask=4, vocab_size=1000)
 
@@ -286,7 +292,7 @@ def _gdes_run(blocks: Path, run: Path, *extra: str):
 
 
 def test_gdes_run_resumes_identically(blocks: Path, tmp_path: Path) -> None:
-    from electra.train import Trainer
+    from electra.pretrain.trainer import Trainer
 
     ref, cut = tmp_path / "ref", tmp_path / "cut"
     Trainer(_gdes_run(blocks, ref, "run.export=false")).fit()
@@ -304,9 +310,10 @@ def test_gdes_run_resumes_identically(blocks: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("sharing", ["tied", "gdes"])
 def test_init_from_a_gdes_export(blocks: Path, tmp_path: Path, sharing: str) -> None:
-    from electra.continued import load_discriminator_weights
-    from electra.hf import read_weights
-    from electra.train import Trainer, load_config
+    from electra.model.hf import read_weights
+    from electra.pretrain.config import load_config
+    from electra.pretrain.continued import load_discriminator_weights
+    from electra.pretrain.trainer import Trainer
 
     src = tmp_path / "src"
     Trainer(_gdes_run(blocks, src)).fit()

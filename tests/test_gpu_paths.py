@@ -16,8 +16,12 @@ import torch
 import torch.distributed as dist
 from finetune_fixtures import ko_model  # noqa: F401
 
-from electra import precision, train
 from electra.config import ConfigError
+from electra.pretrain import trainer as train
+from electra.pretrain.config import load_config
+from electra.pretrain.distributed import Dist, set_deterministic, setup_distributed
+from electra.system import precision
+from electra.system.precision import resolve_device
 
 
 @pytest.fixture
@@ -42,12 +46,12 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> list[torch.device]:
 
 @pytest.mark.parametrize("pref", ["auto", "cuda"])
 def test_one_process_on_cuda_gets_an_indexed_device(fake_cuda, pref: str) -> None:
-    env = train.setup_distributed(pref)
+    env = setup_distributed(pref)
     assert env.device == torch.device("cuda", 0) and fake_cuda == [torch.device("cuda", 0)]
 
 
 def test_one_process_keeps_the_gpu_it_asked_for(fake_cuda) -> None:
-    assert train.setup_distributed("cuda:3").device == torch.device("cuda", 3)
+    assert setup_distributed("cuda:3").device == torch.device("cuda", 3)
 
 
 @pytest.mark.parametrize("pref", ["auto", "cuda", "cuda:0"])
@@ -58,20 +62,21 @@ def test_each_torchrun_rank_takes_its_local_gpu(
     monkeypatch.setenv("WORLD_SIZE", "4")
     monkeypatch.setenv("RANK", "3")
     monkeypatch.setenv("LOCAL_RANK", "1")
-    env = train.setup_distributed(pref)
+    env = setup_distributed(pref)
     assert env.device == torch.device("cuda", 1)
     assert fake_cuda == [torch.device("cuda", 1), "nccl"]
 
 
 def test_cuda_asked_for_without_a_gpu_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert train.resolve_device("auto") == torch.device("cpu")
+    assert resolve_device("auto") == torch.device("cpu")
     with pytest.raises(ConfigError, match="run.device = 'cuda:0': no CUDA device"):
-        train.resolve_device("cuda:0")
+        resolve_device("cuda:0")
     # fine-tuning resolves its --device with the same function, named in the error
-    from electra.finetune.run import resolve_device
+    from electra.finetune import run
+    from electra.system import precision
 
-    assert resolve_device is train.resolve_device
+    assert run.resolve_device is precision.resolve_device
     with pytest.raises(ConfigError, match="--device = 'cuda': no CUDA device"):
         resolve_device("cuda", option="--device")
 
@@ -92,7 +97,7 @@ def test_fused_mlm_loss_keeps_fp16_gradients_that_the_loss_scale_rescues() -> No
     """(softmax - onehot) / N is mostly below fp16's range; the scaled gradient is not."""
     import torch.nn.functional as F
 
-    from electra.pretraining import mlm_loss_and_sample, saved_grad_dtype
+    from electra.pretrain.objective import mlm_loss_and_sample, saved_grad_dtype
 
     assert saved_grad_dtype(torch.float16) == torch.float32
     assert saved_grad_dtype(torch.bfloat16) == torch.bfloat16  # unchanged, fp32's range
@@ -124,7 +129,7 @@ def test_fp16_resume_restores_the_loss_scale(
 
     from pretrain_fixtures import tiny_config
 
-    from electra import checkpoint as ckpt
+    from electra.model import checkpoint as ckpt
 
     monkeypatch.setattr(
         torch.amp, "GradScaler", functools.partial(torch.amp.GradScaler, growth_interval=1)
@@ -153,8 +158,8 @@ class _Reached(Exception):
 def test_demo_plans_steps_from_a_step_on_the_runs_device(
     fake_cuda, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from electra.demo import estimate_step_seconds
-    from electra.pretraining import ElectraForPretraining
+    from electra.experiments.timing import estimate_step_seconds
+    from electra.pretrain.objective import ElectraForPretraining
 
     moved: list[torch.device] = []
 
@@ -163,14 +168,14 @@ def test_demo_plans_steps_from_a_step_on_the_runs_device(
         raise _Reached  # no real GPU to go on with
 
     monkeypatch.setattr(ElectraForPretraining, "to", to)
-    cfg = train.load_config("tiny", ["run.device='auto'"])
+    cfg = load_config("tiny", ["run.device='auto'"])
     with pytest.raises(_Reached):
         estimate_step_seconds(cfg, block_length=16, vocab_size=100)
     assert moved == [torch.device("cuda", 0)]
 
 
 def test_demo_step_timing_uses_the_runs_precision(monkeypatch: pytest.MonkeyPatch) -> None:
-    from electra.demo import estimate_step_seconds
+    from electra.experiments.timing import estimate_step_seconds
 
     seen: list[tuple[str, torch.device]] = []
     real = precision.autocast_for
@@ -180,7 +185,7 @@ def test_demo_step_timing_uses_the_runs_precision(monkeypatch: pytest.MonkeyPatc
         return real(name, device)
 
     monkeypatch.setattr(precision, "autocast_for", autocast_for)  # demo's import reads it here
-    cfg = train.load_config("tiny", ["run.device='cpu'", "run.precision='bf16'"])
+    cfg = load_config("tiny", ["run.device='cpu'", "run.precision='bf16'"])
     assert estimate_step_seconds(cfg, block_length=16, vocab_size=100, steps=1) > 0
     assert seen and set(seen) == {("bf16", torch.device("cpu"))}
 
@@ -258,11 +263,11 @@ def test_one_micro_batch_syncs_the_host_once(
     """Forward, backward, clipping and the optimizer step of one micro-batch, as the
     trainer runs them: the only sync left is ``nonzero`` of the masked positions
     (their number varies per batch)."""
-    from electra.config import preset
-    from electra.optim import adamw
-    from electra.pretraining import (
+    from electra.model.config import preset
+    from electra.model.optim import adamw
+    from electra.pretrain.config import ObjectiveConfig
+    from electra.pretrain.objective import (
         ElectraForPretraining,
-        ObjectiveConfig,
         SampleRNG,
         SpecialIds,
         picks_per_row,
@@ -296,7 +301,7 @@ def dataclasses_replace(obj, **kw):
 
 
 def test_host_picks_match_the_objectives_choice() -> None:
-    from electra.pretraining import SpecialIds, choose_positions, picks_per_row
+    from electra.pretrain.objective import SpecialIds, choose_positions, picks_per_row
 
     special = SpecialIds(pad=0, cls=2, sep=3, mask=4, vocab_size=100)
     ids, mask, _ = _batch(pad_last=7)
@@ -308,12 +313,13 @@ def test_host_picks_match_the_objectives_choice() -> None:
 
 
 def _trainer(*extra: str) -> train.Trainer:
-    return train.Trainer(train.load_config("tiny", ["run.device='cpu'", *extra]))
+    return train.Trainer(load_config("tiny", ["run.device='cpu'", *extra]))
 
 
 def _tiny_model():
-    from electra.config import preset
-    from electra.pretraining import ElectraForPretraining, ObjectiveConfig, SpecialIds
+    from electra.model.config import preset
+    from electra.pretrain.config import ObjectiveConfig
+    from electra.pretrain.objective import ElectraForPretraining, SpecialIds
 
     special = SpecialIds(pad=0, cls=2, sep=3, mask=4, vocab_size=100)
     cfg = dataclasses_replace(preset("tiny"), vocab_size=100)
@@ -336,7 +342,7 @@ def test_fsdp_compiles_each_layer_then_shards_it_with_bf16_compute(
     monkeypatch.setattr(torch.nn.Module, "compile", lambda m, *a, **k: events.append(("c", m)))
     model = _tiny_model()
     trainer = _trainer("run.fsdp=true", "run.compile=true", f"run.precision='{precision}'")
-    assert trainer._wrap(model, train.Dist(0, 2, 0, torch.device("cpu"))) is model
+    assert trainer._wrap(model, Dist(0, 2, 0, torch.device("cpu"))) is model
     layers = [*model.generator.electra.encoder.layer, *model.discriminator.electra.encoder.layer]
     want = [e for layer in layers for e in (("c", layer), ("shard", layer))] + [("shard", model)]
     assert [e[:2] for e in events] == want  # no whole-encoder compile, layer before shard
@@ -392,7 +398,7 @@ def test_deterministic_mode_sets_cublas_kernels_and_math_attention(
         monkeypatch.setattr(torch.backends.cuda, fn, lambda on, n=name: calls.update({n: on}))
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
     monkeypatch.setattr(torch.backends.cudnn, "deterministic", False)
-    train.set_deterministic()
+    set_deterministic()
     assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
     assert calls == {
         "det": (True, True),
@@ -402,15 +408,15 @@ def test_deterministic_mode_sets_cublas_kernels_and_math_attention(
         "math": True,
     }
     assert not torch.backends.cudnn.benchmark and torch.backends.cudnn.deterministic
-    assert train.load_config("tiny").run.deterministic is False  # opt-in: it costs speed
+    assert load_config("tiny").run.deterministic is False  # opt-in: it costs speed
 
 
 # -- fine-tuning ----------------------------------------------------------------------------
 
 
 def test_fine_tuning_defaults_to_bf16_on_a_gpu_that_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from electra import precision
     from electra.finetune.run import default_bf16
+    from electra.system import precision
 
     monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
     assert default_bf16(torch.device("cpu")) is False  # emulated bf16 is far slower
@@ -459,7 +465,7 @@ def test_fine_tuning_steps_do_not_sync_the_host(
 
 
 def test_block_loader_pins_batches_for_a_gpu(blocks, monkeypatch: pytest.MonkeyPatch) -> None:
-    from electra.data import BlockLoader, open_blocks
+    from electra.blocks.read import BlockLoader, open_blocks
 
     pinned: list[torch.Size] = []
 

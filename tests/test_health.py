@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from electra.cli import main
-from electra.health import (
+from electra.pretrain.health import (
     HealthProbe,
     mean_pairwise_cosine,
     most_frequent_token,
@@ -20,7 +20,7 @@ from electra.health import (
     swap_within_rows,
     verdict,
 )
-from electra.pretraining import PretrainOutput, SpecialIds
+from electra.pretrain.objective import PretrainOutput, SpecialIds
 
 SPECIAL = SpecialIds(pad=0, cls=2, sep=3, mask=4, vocab_size=50)
 

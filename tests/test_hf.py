@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from electra.config import ElectraConfig
-from electra.hf import (
+from electra.model.config import ElectraConfig
+from electra.model.hf import (
     CheckpointError,
     export_discriminator,
     export_generator,
@@ -94,7 +94,7 @@ def test_generator_from_transformers(tmp_path: Path, shape: str) -> None:
 
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_export_loads_in_transformers(tmp_path: Path, shape: str) -> None:
-    from electra.model import ElectraDiscriminator, ElectraGenerator
+    from electra.model.encoder import ElectraDiscriminator, ElectraGenerator
 
     cfg = ElectraConfig(**BODY, **SHAPES[shape])
     torch.manual_seed(3)
@@ -230,7 +230,7 @@ def test_convbert_export_loads_in_transformers_with_the_same_outputs(
     tmp_path: Path, head_ratio: int
 ) -> None:
     """Padded rows included: transformers' convolution reads padded positions, and ours too."""
-    from electra.model import ElectraDiscriminator, ElectraGenerator
+    from electra.model.encoder import ElectraDiscriminator, ElectraGenerator
 
     cfg = _convbert_config(head_ratio=head_ratio)
     torch.manual_seed(5)
@@ -285,7 +285,7 @@ def test_convbert_with_grouped_feed_forward_is_refused_by_name(tmp_path: Path) -
 
 
 def test_word_table_key_under_each_prefix() -> None:
-    from electra.hf import word_table_key
+    from electra.model.hf import word_table_key
 
     table = torch.zeros(3, 2)
     for key in (

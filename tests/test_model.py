@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from electra.config import preset
-from electra.model import (
+from electra.model.config import preset
+from electra.model.encoder import (
     ElectraDiscriminator,
     ElectraGenerator,
     _attention_with_dropout,
@@ -90,7 +90,7 @@ def test_local_conv_is_off_by_default_and_mixes_neighbours_when_on(tmp_path) -> 
     import pytest
 
     from electra.config import ConfigError
-    from electra.hf import export_discriminator, load_discriminator
+    from electra.model.hf import export_discriminator, load_discriminator
 
     off = preset("tiny")
     assert off.local_conv_kernel == 0
@@ -130,8 +130,9 @@ def test_local_conv_is_off_by_default_and_mixes_neighbours_when_on(tmp_path) -> 
 def test_convbert_mixed_attention_shapes_and_checks() -> None:
     import pytest
 
-    from electra.config import ConfigError, generator_config
-    from electra.model import ElectraGenerator, MixedAttention
+    from electra.config import ConfigError
+    from electra.model.config import generator_config
+    from electra.model.encoder import ElectraGenerator, MixedAttention
 
     small = preset("small", conv_kernel_size=9)
     assert (small.mixed_heads, small.head_dim) == (2, 64)  # 2 attention + 2 convolution heads
@@ -156,7 +157,7 @@ def test_convbert_mixed_attention_shapes_and_checks() -> None:
 def test_convbert_convolution_heads_see_only_their_span() -> None:
     """In the first layer, before any attention mixes the row, a convolution head's output
     at position i depends on tokens i-K//2 .. i+K//2 only (the attention heads see all)."""
-    from electra.model import MixedSelfAttention
+    from electra.model.encoder import MixedSelfAttention
 
     torch.manual_seed(0)
     cfg = preset("tiny", conv_kernel_size=3)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from electra.config import preset
-from electra.modelcard import model_card
+from electra.model.config import preset
+from electra.pretrain.modelcard import model_card
 
 
 def _facts(**model_kw) -> dict:

@@ -19,14 +19,14 @@ import torch
 from finetune_fixtures import cli, cli_env, en_tokenizer_dir, read_jsonl  # noqa: F401
 
 from electra.cli import main
-from electra.config import preset
 from electra.finetune.modeling import TaskInfo, get_family, load_finetuned, save_finetuned
-from electra.hf import export_discriminator
-from electra.model import ElectraDiscriminator, ElectraModel
+from electra.model.config import preset
+from electra.model.encoder import ElectraDiscriminator, ElectraModel
+from electra.model.hf import export_discriminator
 
 pytest.importorskip("onnxruntime")
-from electra.onnx_export import export_onnx  # noqa: E402
-from electra.runtime import OnnxModel, pad_batch  # noqa: E402
+from electra.export.onnx import export_onnx  # noqa: E402
+from electra.inference.runtime import OnnxModel, pad_batch  # noqa: E402
 
 FAMILIES = {
     "classification": (["negative", "positive"], {"max_length": 16}),
@@ -96,7 +96,7 @@ def test_fp32_matches_pytorch_on_a_padded_batch(exported: dict, family: str) -> 
     batch = pad_batch(feats, rt.pad_id)
     assert batch["attention_mask"].min() == 0  # really padded
     if family == "encoder":
-        from electra.hf import load_encoder
+        from electra.model.hf import load_encoder
 
         torch_model = load_encoder(model_dir)[0].eval()
     else:
@@ -222,7 +222,7 @@ def test_runtime_and_cli_work_where_torch_cannot_be_imported(
     inp.write_text("a good movie\n\n" + LONG + "\n", encoding="utf-8")
     script = BLOCK_TORCH + (
         "try:\n    import torch\nexcept ImportError:\n    pass\nelse:\n    raise SystemExit(9)\n"
-        "from electra.runtime import OnnxModel\n"
+        "from electra.inference.runtime import OnnxModel\n"
         f"recs = OnnxModel.load({str(onnx_dir)!r}, precision='fp32').predict(['a good movie'])\n"
         "from electra.cli import main\n"
         f"code = main(['predict', '--backend', 'onnx', '--model', {str(onnx_dir)!r}, "

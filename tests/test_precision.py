@@ -8,8 +8,8 @@ import logging
 import pytest
 import torch
 
-from electra import precision
-from electra.precision import autocast_for, cpu_has_native_bf16, resolve_precision
+from electra.system import precision
+from electra.system.precision import autocast_for, cpu_has_native_bf16, resolve_precision
 
 CPU, GPU = torch.device("cpu"), torch.device("cuda", 0)
 

@@ -9,10 +9,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from electra.config import ConfigError, preset
-from electra.pretraining import (
+from electra.config import ConfigError
+from electra.model.config import preset
+from electra.pretrain.config import ObjectiveConfig
+from electra.pretrain.objective import (
     ElectraForPretraining,
-    ObjectiveConfig,
     SampleRNG,
     SpecialIds,
     choose_positions,
@@ -116,7 +117,7 @@ def test_inverse_cdf_sampling_is_the_categorical_distribution() -> None:
 
 
 def test_sample_equal_to_original_is_labelled_original(monkeypatch: pytest.MonkeyPatch) -> None:
-    import electra.pretraining as P
+    import electra.pretrain.objective as P
 
     m = model()
     ids, mask = blocks()
@@ -261,7 +262,7 @@ def test_per_sample_randomness_does_not_depend_on_the_batch_split() -> None:
 
 
 def test_fused_generator_loss_matches_cross_entropy_and_samples_softmax() -> None:
-    from electra.pretraining import mlm_loss_and_sample
+    from electra.pretrain.objective import mlm_loss_and_sample
 
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(6, 50, generator=g, requires_grad=True)
@@ -329,7 +330,7 @@ def test_disc_prior_bias_is_off_by_default_and_starts_at_the_base_rate() -> None
 
 def test_objective_names_come_from_the_registry() -> None:
     from electra.config import from_dict
-    from electra.objectives import OBJECTIVES, objective_named
+    from electra.pretrain.objectives import OBJECTIVES, objective_named
 
     assert list(OBJECTIVES) == ["rtd", "mlm"]
     assert objective_named("rtd").has_discriminator and not objective_named("mlm").has_discriminator

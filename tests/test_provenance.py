@@ -6,7 +6,7 @@ import platform
 
 import numpy as np
 
-from electra.provenance import versions
+from electra.system.provenance import versions
 
 
 def test_versions_name_what_is_installed_and_skip_what_is_not() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from electra.cli import main
-from electra.report import build_report, read_metrics, tokens_html, validation_example
+from electra.experiments.report import build_report, read_metrics, tokens_html, validation_example
 
 
 def test_report_renders_pngs_and_html(tiny_run: Path, tmp_path: Path) -> None:

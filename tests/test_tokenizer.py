@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from electra.config import ConfigError
-from electra.corpus import Corpus, ReadOptions
-from electra.tokenizer import (
+from electra.text.corpus import Corpus, ReadOptions
+from electra.text.tokenizer import (
     SPECIAL_TOKENS,
     TokenizerError,
     build_tokenizer,
@@ -21,8 +21,8 @@ from electra.tokenizer import (
     save_tokenizer_files,
     special_ids,
     tokenizer_settings,
-    train_tokenizer,
 )
+from electra.text.vocabulary import train_tokenizer
 
 transformers = pytest.importorskip("transformers")
 
@@ -190,7 +190,7 @@ def test_limit_mb_trains_on_a_spread_sample(tmp_path: Path, data_dir: Path) -> N
     assert info["options"]["limit_mb"] == 0.5
     assert report.training_lines > 1000
     # the sample is spread over the whole input, not taken from its first files
-    from electra.tokenizer import _iter_training_lines
+    from electra.text.vocabulary import _iter_training_lines
 
     files = sorted(nsmc.glob("*.json"))
     kept = set(_iter_training_lines(Corpus(files, ReadOptions()), 500_000))

@@ -15,10 +15,11 @@ import pytest
 import torch
 from pretrain_fixtures import tiny_config
 
-from electra import checkpoint as ckpt
 from electra.config import ConfigError
-from electra.optim import linear_warmup_decay
-from electra.train import Trainer, load_config, parameter_groups
+from electra.model import checkpoint as ckpt
+from electra.model.optim import linear_warmup_decay
+from electra.pretrain.config import load_config
+from electra.pretrain.trainer import Trainer, parameter_groups
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -60,8 +61,8 @@ def test_schedule_warms_up_then_decays_linearly() -> None:
 
 
 def test_no_weight_decay_on_layernorm_and_biases() -> None:
-    from electra.config import preset
-    from electra.model import ElectraDiscriminator
+    from electra.model.config import preset
+    from electra.model.encoder import ElectraDiscriminator
 
     m = ElectraDiscriminator(preset("tiny"))
     decay, no_decay = parameter_groups(m, 0.01)
@@ -129,7 +130,7 @@ def test_tiny_run_logs_checkpoints_and_exports(blocks: Path, tmp_path: Path) -> 
     assert saved is not None and saved.step == 20
     _, state, config = ckpt.load(saved.path)
     assert config["model"]["vocab_size"] == 1000 and state["position"] == 20 * 8
-    from electra.hf import load_discriminator, load_generator
+    from electra.model.hf import load_discriminator, load_generator
 
     disc = load_discriminator(run / "hf" / "discriminator")
     gen = load_generator(run / "hf" / "generator")
@@ -292,9 +293,9 @@ def test_pretraining_on_korean_text_learns_to_detect_replacements(
     """A few hundred steps of a tiny model on real Korean Wikipedia text."""
     from sklearn.metrics import roc_auc_score
 
-    from electra.data import open_blocks
-    from electra.pretraining import SampleRNG
-    from electra.train import load_run_model
+    from electra.blocks.read import open_blocks
+    from electra.pretrain.export import load_run_model
+    from electra.pretrain.objective import SampleRNG
 
     run = tmp_path / "ko"
     cfg = tiny(

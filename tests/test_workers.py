@@ -1,4 +1,4 @@
-"""Jobs side by side in spawned processes (``electra.workers``)."""
+"""Jobs side by side in spawned processes (``electra.system.workers``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from electra.workers import run_jobs
+from electra.system.workers import run_jobs
 
 
 def _tagged_pid(tag: str) -> tuple[str, int]:

@@ -46,43 +46,104 @@ import sys
 import types
 import typing
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from electra.allocator import AllocatorError, reexec_for_speed
+from electra.blocks.options import PrepareCommand
 from electra.config import ConfigError, parse_value
+from electra.experiments.options import CompareCommand, DemoCommand, ReportCommand
+from electra.export.options import ExportArgs
+from electra.finetune.download import DownloadArgs
+from electra.finetune.options import EvaluateArgs, FinetuneArgs
+from electra.inference.options import PredictArgs
+from electra.pretrain.options import ExtendVocabCommand, FlopsCommand, PretrainCommand
+from electra.system.allocator import AllocatorError, reexec_for_speed
+from electra.text.options import TokenizerCommand
 
-# name -> (module, function, one-line summary)
-COMMANDS: dict[str, tuple[str, str, str]] = {
-    "tokenizer": ("electra.tokenizer", "train_tokenizer_cli", "Train a WordPiece vocabulary."),
-    "prepare": ("electra.data", "prepare_cli", "Turn a raw corpus into packed training blocks."),
-    "pretrain": ("electra.train", "pretrain_cli", "Pre-train with RTD (or MLM) over blocks."),
-    "extend-vocab": (
-        "electra.extend",
-        "extend_vocab_cli",
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: the options it takes, the function that runs it, a summary.
+
+    ``options`` lives in a torch-free module, so ``electra COMMAND --help`` builds its
+    parser without loading PyTorch; ``run`` (``"module:function"``, a function taking
+    one ``options``) is imported only when the command runs, and its module imports
+    what it needs at the top.
+    """
+
+    options: type
+    run: str
+    summary: str
+
+    def function(self) -> Callable[..., Any]:
+        """The function that runs the command (imported now)."""
+        module, _, name = self.run.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+
+COMMANDS: dict[str, Command] = {
+    "tokenizer": Command(
+        TokenizerCommand,
+        "electra.text.vocabulary:train_tokenizer_cli",
+        "Train a WordPiece vocabulary.",
+    ),
+    "prepare": Command(
+        PrepareCommand,
+        "electra.blocks.prepare:prepare_cli",
+        "Turn a raw corpus into packed training blocks.",
+    ),
+    "pretrain": Command(
+        PretrainCommand,
+        "electra.pretrain.command:pretrain_cli",
+        "Pre-train with RTD (or MLM) over blocks.",
+    ),
+    "extend-vocab": Command(
+        ExtendVocabCommand,
+        "electra.pretrain.extend:extend_vocab_cli",
         "Add domain tokens to a checkpoint's vocabulary.",
     ),
-    "export": (
-        "electra.export",
-        "export_cli",
+    "export": Command(
+        ExportArgs,
+        "electra.export.command:export_cli",
         "Export a run (Hugging Face) or a model directory (ONNX, --onnx).",
     ),
-    "finetune": ("electra.finetune.run", "finetune_cli", "Fine-tune on a downstream task."),
-    "evaluate": ("electra.finetune.run", "evaluate_cli", "Evaluate a fine-tuned model."),
-    "predict": ("electra.predict", "predict_cli", "Predict on a file (JSON Lines out)."),
-    "download": (
-        "electra.finetune.download",
-        "download_cli",
+    "finetune": Command(
+        FinetuneArgs, "electra.finetune.commands:finetune_cli", "Fine-tune on a downstream task."
+    ),
+    "evaluate": Command(
+        EvaluateArgs, "electra.finetune.commands:evaluate_cli", "Evaluate a fine-tuned model."
+    ),
+    "predict": Command(
+        PredictArgs, "electra.inference.predict:predict_cli", "Predict on a file (JSON Lines out)."
+    ),
+    "download": Command(
+        DownloadArgs,
+        "electra.finetune.download:download_cli",
         "Download fine-tuning data sets (when online).",
     ),
-    "compare": ("electra.compare", "compare_cli", "RTD vs MLM at equal pre-training FLOPs."),
-    "report": ("electra.report", "report_cli", "Plots and an HTML page for a run."),
-    "demo": ("electra.demo", "demo_cli", "The main job: vocabulary to fine-tuned model."),
-    "flops": ("electra.flops", "flops_cli", "Parameter counts and training FLOPs of a preset."),
+    "compare": Command(
+        CompareCommand,
+        "electra.experiments.compare:compare_cli",
+        "RTD vs MLM at equal pre-training FLOPs.",
+    ),
+    "report": Command(
+        ReportCommand, "electra.experiments.report:report_cli", "Plots and an HTML page for a run."
+    ),
+    "demo": Command(
+        DemoCommand,
+        "electra.experiments.demo:demo_cli",
+        "The main job: vocabulary to fine-tuned model.",
+    ),
+    "flops": Command(
+        FlopsCommand,
+        "electra.pretrain.flops:flops_cli",
+        "Parameter counts and training FLOPs of a preset.",
+    ),
 }
 
 
 # Commands whose speed depends on the allocator: they restart once with tcmalloc or
-# glibc's tuned malloc (see electra.allocator and benchmarks/allocator.py).
+# glibc's tuned malloc (see electra.system.allocator and benchmarks/allocator.py).
 _ALLOCATOR_BOUND = {"pretrain", "finetune", "compare", "demo"}
 
 
@@ -98,55 +159,11 @@ def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
 def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
     """Add one argument per field of dataclass ``cls`` (dotted fields: one per config field)."""
     hints = typing.get_type_hints(cls)
-    dotted = []
-    for f in dataclasses.fields(cls):
-        if not f.init:
-            continue
-        if "dotted" in f.metadata:
-            dotted.append(f)
-            continue
-        tp, optional = _unwrap_optional(hints[f.name])
-        meta = f.metadata
-        help_text = meta.get("doc", "")
-        has_default = f.default is not dataclasses.MISSING or (
-            f.default_factory is not dataclasses.MISSING
-        )
-        default = (
-            f.default
-            if f.default is not dataclasses.MISSING
-            else (f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
-        )
-        kwargs: dict[str, Any] = {"help": help_text}
-        origin = typing.get_origin(tp)
-        if tp is bool:
-            kwargs["action"] = argparse.BooleanOptionalAction
-        elif origin is typing.Literal:
-            kwargs["choices"] = list(typing.get_args(tp))
-            kwargs["type"] = type(typing.get_args(tp)[0])
-        elif origin is list:
-            (item,) = typing.get_args(tp)
-            kwargs["nargs"] = "*" if has_default else "+"
-            kwargs["type"] = item
-        elif tp in (int, float, str):
-            kwargs["type"] = tp
-        else:
-            raise TypeError(f"CLI cannot express field {cls.__name__}.{f.name}: {tp}")
-        if has_default and default not in (None, [], "") and tp is not bool:
-            kwargs["help"] = f"{help_text} (default: {default})"
-        if meta.get("positional"):
-            if has_default:
-                kwargs["nargs"] = "?" if origin is not list else "*"
-                kwargs["default"] = default
-            parser.add_argument(f.name, **kwargs)
-            continue
-        names = ["--" + f.name.replace("_", "-")]
-        if "short" in meta:
-            names.append(meta["short"])
-        kwargs["dest"] = f.name
-        kwargs["default"] = default
-        if not has_default and not optional:
-            kwargs["required"] = True
-        parser.add_argument(*names, **kwargs)
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    dotted = [f for f in fields if "dotted" in f.metadata]
+    for f in fields:
+        if "dotted" not in f.metadata:
+            _add_field_argument(parser, cls, f, hints[f.name])
     if dotted:
         # The usage line lists the plain flags; dozens of dotted ones would bury them.
         usage = parser.format_usage().removeprefix("usage: ").rstrip().replace("%", "%%")
@@ -156,6 +173,58 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
         parser.set_defaults(**{f.name: {}})
         withheld = f.metadata.get("withheld", ())
         add_dotted_arguments(parser, _resolve(f.metadata["dotted"]), f.name, withheld)
+
+
+def _field_default(f: dataclasses.Field) -> tuple[bool, Any]:
+    """Whether ``f`` has a default, and that default (``None`` when it has none)."""
+    if f.default is not dataclasses.MISSING:
+        return True, f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return True, f.default_factory()
+    return False, None
+
+
+def _type_arguments(cls: type, f: dataclasses.Field, tp: Any, has_default: bool) -> dict:
+    """``add_argument`` keywords that make argparse parse a field of type ``tp``."""
+    origin = typing.get_origin(tp)
+    if tp is bool:
+        return {"action": argparse.BooleanOptionalAction}
+    if origin is typing.Literal:
+        choices = list(typing.get_args(tp))
+        return {"choices": choices, "type": type(choices[0])}
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        return {"nargs": "*" if has_default else "+", "type": item}
+    if tp in (int, float, str):
+        return {"type": tp}
+    raise TypeError(f"CLI cannot express field {cls.__name__}.{f.name}: {tp}")
+
+
+def _add_field_argument(
+    parser: argparse.ArgumentParser, cls: type, f: dataclasses.Field, hint: Any
+) -> None:
+    """One flag (or positional argument) for field ``f`` of ``cls``."""
+    tp, optional = _unwrap_optional(hint)
+    meta = f.metadata
+    has_default, default = _field_default(f)
+    help_text = meta.get("doc", "")
+    if has_default and default not in (None, [], "") and tp is not bool:
+        help_text = f"{help_text} (default: {default})"
+    kwargs: dict[str, Any] = {"help": help_text, **_type_arguments(cls, f, tp, has_default)}
+    if meta.get("positional"):
+        if has_default:
+            kwargs["nargs"] = "?" if typing.get_origin(tp) is not list else "*"
+            kwargs["default"] = default
+        parser.add_argument(f.name, **kwargs)
+        return
+    names = ["--" + f.name.replace("_", "-")]
+    if "short" in meta:
+        names.append(meta["short"])
+    kwargs["dest"] = f.name
+    kwargs["default"] = default
+    if not has_default and not optional:
+        kwargs["required"] = True
+    parser.add_argument(*names, **kwargs)
 
 
 def _resolve(ref: type | str) -> type:
@@ -285,30 +354,16 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
     return ns
 
 
-def _command_class(fn: Callable[..., Any]) -> type:
-    params = list(inspect.signature(fn).parameters.values())
-    hints = typing.get_type_hints(fn)
-    if len(params) != 1 or not dataclasses.is_dataclass(hints.get(params[0].name)):
-        raise TypeError(f"{fn.__qualname__} must take exactly one dataclass argument")
-    return hints[params[0].name]
-
-
-def _load(name: str) -> Callable[..., Any]:
-    module, func, _ = COMMANDS[name]
-    return getattr(importlib.import_module(module), func)
-
-
-def command_parser(name: str) -> tuple[argparse.ArgumentParser, Callable[..., Any], type]:
-    """The parser of command ``name``, its function and the dataclass that function takes."""
-    fn = _load(name)
-    cls = _command_class(fn)
+def command_parser(name: str) -> tuple[argparse.ArgumentParser, Command]:
+    """The parser of command ``name`` (from its options alone) and the command."""
+    command = COMMANDS[name]
     parser = argparse.ArgumentParser(
         prog=f"electra {name}",
-        description=(inspect.getdoc(fn) or COMMANDS[name][2]),
+        description=(inspect.getdoc(command.options) or command.summary),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_dataclass_arguments(parser, cls)
-    return parser, fn, cls
+    add_dataclass_arguments(parser, command.options)
+    return parser, command
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -327,7 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "and fine-tune them.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="commands:\n"
-        + "\n".join(f"  {n:<{max(map(len, COMMANDS))}} {s}" for n, (_, _, s) in COMMANDS.items())
+        + "\n".join(f"  {n:<{max(map(len, COMMANDS))}} {c.summary}" for n, c in COMMANDS.items())
         + "\n\nRun `electra COMMAND --help` for the options of one command.",
     )
     top.add_argument("command", choices=list(COMMANDS), metavar="COMMAND")
@@ -337,11 +392,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[0] not in COMMANDS:
         top.parse_args(argv[:1])  # prints the usage error and exits 2
     name, rest = argv[0], argv[1:]
-    parser, fn, cls = command_parser(name)
+    parser, command = command_parser(name)
     ns = _parse(parser, rest)
     try:
-        config = cls(**vars(ns))
-        result = fn(config)
+        options = command.options(**vars(ns))
+        result = command.function()(options)
     except (ConfigError, FileNotFoundError, ValueError) as exc:
         print(f"electra {name}: error: {exc}", file=sys.stderr)
         return 2

@@ -52,10 +52,10 @@ from typing import Any
 
 import numpy as np
 
-from electra.files import atomic_write_text
 from electra.finetune.classification import classification_metrics, regression_metrics
 from electra.finetune.common import QAExample, TaggingExample, TextExample
 from electra.finetune.families import Family, get_family
+from electra.system.files import atomic_write_text
 
 STRENGTHS = (0.5, 2.0, 8.0)  # logistic-regression C; ridge alpha is 1 / C
 FORMAT = "electra-floors/1"

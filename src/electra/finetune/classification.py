@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from electra.finetune.families import CLASSIFICATION, REGRESSION
 from electra.finetune.features import IGNORE
 from electra.finetune.heads import ElectraWithHead, collate_inputs, sequence_outputs
-from electra.model import ElectraModel, init_weights
+from electra.model.encoder import ElectraModel, init_weights
 
 
 class ClassificationHead(nn.Module):

@@ -11,18 +11,18 @@ import copy
 import dataclasses
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer
 
 from electra.finetune.baselines import compute_floors
-from electra.finetune.common import FeatureSettings, check_bert_template, prepared_tokenizer
+from electra.finetune.common import FeatureSettings, check_bert_template
 from electra.finetune.modeling import Finetuned, load_finetuned
-from electra.finetune.recipe import Recipe, RecipeFlags, make_recipe
+from electra.finetune.options import EvaluateArgs, FinetuneArgs
+from electra.finetune.recipe import Recipe, make_recipe
 from electra.finetune.results import (
     RESULTS_FORMAT,
     model_section,
@@ -33,12 +33,9 @@ from electra.finetune.results import (
     task_section,
     update_summary,
     versions,
-    write_json,
     write_predictions,
 )
 from electra.finetune.tasks import (
-    TASKS,
-    DataFlags,
     DataOptions,
     TaskData,
     TaskSpec,
@@ -55,13 +52,12 @@ from electra.finetune.training import (
     evaluate_prepared,
     gpu_defaults,
     prepare,
-    run_model,
     train_seed,
-    truncated,
 )
-from electra.hf import read_config
-from electra.precision import resolve_device
-from electra.tokenizer import load_tokenizer, special_ids
+from electra.model.hf import read_config
+from electra.system.files import atomic_write_json
+from electra.system.precision import resolve_device
+from electra.text.tokenizer import load_tokenizer, special_ids
 
 # ---------------------------------------------------------------------------
 # electra finetune
@@ -70,42 +66,6 @@ from electra.tokenizer import load_tokenizer, special_ids
 
 def _doc(text: str, **kw: Any) -> Any:
     return field(metadata={"doc": text, **kw.pop("meta", {})}, **kw)
-
-
-@dataclass
-class FinetuneTarget:
-    """What ``electra finetune`` trains, on which task, and where it writes (first in --help)."""
-
-    model: str = _doc("Model directory to start from: our export or any Hugging Face ELECTRA.")
-    task: str = _doc(f"Task: {', '.join(TASKS)}.", default="custom")
-    output: str = _doc("Output directory (results.json, model/).", default="", meta={"short": "-o"})
-
-
-@dataclass
-class FinetuneArgs(RecipeFlags, DataFlags, FinetuneTarget):
-    """Options of ``electra finetune``.
-
-    Composed, not copied: the target (model, task, output), then the data
-    options (:class:`~electra.finetune.tasks.DataFlags`, handed on by
-    :meth:`data_options`), then the recipe options
-    (:class:`~electra.finetune.recipe.RecipeFlags`, handed on by
-    :meth:`overrides`), then the run's own fields below. Each field is one flag.
-    """
-
-    tokenizer: str = _doc("Tokenizer directory or file (default: the model's).", default="")
-    max_train_examples: int = _doc("Use at most N training examples (0: all).", default=0)
-    max_eval_examples: int = _doc("Use at most N dev and test examples (0: all).", default=0)
-    device: str = _doc("auto, cpu, cuda or cuda:N.", default="auto")
-    keep_all_seeds: bool = _doc("Keep every seed's best model under OUT/seeds/.", default=False)
-    floors: bool = _doc(
-        "Score the floors on the same split: majority class (or training mean) and TF-IDF + "
-        "logistic (ridge) regression.",
-        default=True,
-    )
-    floors_cache: str = _doc(
-        "Directory caching the floors per split (default: OUT/floors).", default=""
-    )
-    progress: bool = _doc("Show progress bars.", default=True)
 
 
 def finetune_options(command: Any) -> dict[str, Any]:
@@ -251,7 +211,7 @@ def run_seeds(
         del model
         results["seeds"].append(run)
         update_summary(results)
-        write_json(out_dir / "results.json", results)
+        atomic_write_json(out_dir / "results.json", results, ensure_ascii=False)
 
 
 def start_results(job: TrainingJob, data: TaskData, parts: dict, extra: dict[str, Any]) -> dict:
@@ -316,20 +276,13 @@ def finetune(args: FinetuneArgs) -> dict[str, Any]:
     run_seeds(job, results, out_dir, args, tok_source)
     results["complete"] = True
     results["timings"]["total_seconds"] = time.perf_counter() - t_start
-    write_json(out_dir / "results.json", results)
+    atomic_write_json(out_dir / "results.json", results, ensure_ascii=False)
     print_report(job, results, out_dir)
     return results
 
 
 def finetune_cli(args: FinetuneArgs) -> int:
-    """Fine-tune a model on a task (several seeds), save the best, write results.json.
-
-    Examples:
-      electra finetune --task nsmc --model koelectra-base-v3-discriminator
-      electra finetune --task rte --model out/export/discriminator --seeds 1 2 3 4 5
-      electra finetune --task custom --train-file reviews.csv --text-column review \\
-          --label-column stars --model MODEL
-    """
+    """Run ``electra finetune`` (its ``--help`` is :class:`~electra.finetune.options.FinetuneArgs`'s docstring)."""
     finetune(args)
     return 0
 
@@ -337,30 +290,6 @@ def finetune_cli(args: FinetuneArgs) -> int:
 # ---------------------------------------------------------------------------
 # electra evaluate
 # ---------------------------------------------------------------------------
-
-
-@dataclass
-class EvaluateArgs:
-    """Options of ``electra evaluate``."""
-
-    model: str = _doc("Fine-tuned model directory (from electra finetune, or a HF task model).")
-    task: str = _doc("Task (default: the one the model was fine-tuned on).", default="")
-    split: Literal["test", "dev", "train"] = _doc(
-        "Split of the task's data to score (rebuilt with the model's split seed).", default="test"
-    )
-    test_file: str = _doc("Score this file (the task's format) instead of a split.", default="")
-    data_dir: str = _doc("Data directory (default: as when fine-tuned).", default="")
-    text_column: str = _doc("Text column (custom tables).", default="")
-    text_pair_column: str = _doc("Second-text column (custom tables).", default="")
-    label_column: str = _doc("Label column (custom tables).", default="")
-    max_eval_examples: int = _doc("Score at most N examples (0: all).", default=0)
-    batch_size: int = _doc("Batch size.", default=64)
-    device: str = _doc("auto, cpu, cuda or cuda:N.", default="auto")
-    bf16: bool = _doc("bfloat16 autocast.", default=False)
-    output: str = _doc(
-        "Results JSON (default: MODEL/eval-SPLIT.json).", default="", meta={"short": "-o"}
-    )
-    progress: bool = _doc("Show progress bars.", default=True)
 
 
 def _data_options_for(ft: Finetuned, args: Any) -> DataOptions:
@@ -453,7 +382,7 @@ def evaluate(args: EvaluateArgs) -> dict[str, Any]:
         "versions": versions(),
     }
     out = Path(args.output) if args.output else Path(args.model) / f"eval-{split}.json"
-    write_json(out, result)
+    atomic_write_json(out, result, ensure_ascii=False)
     print(f"{spec.name} {split} ({len(examples)} examples, scores x100)")
     for k, v in scores.items():
         print(f"  {k:<14} {100 * v:8.2f}")
@@ -463,7 +392,7 @@ def evaluate(args: EvaluateArgs) -> dict[str, Any]:
 
 
 def evaluate_cli(args: EvaluateArgs) -> int:
-    """Score a fine-tuned model on its task's test split (or --split dev, or --test-file)."""
+    """Run ``electra evaluate`` (its ``--help`` is :class:`~electra.finetune.options.EvaluateArgs`'s docstring)."""
     evaluate(args)
     return 0
 
@@ -473,39 +402,8 @@ def evaluate_cli(args: EvaluateArgs) -> int:
 # ---------------------------------------------------------------------------
 
 
-class TorchPredictor:
-    """``electra predict --backend torch``: a fine-tuned directory run with PyTorch."""
+def __getattr__(name: str) -> Any:
+    """Names that moved out of this module (0.2) are still found here until 0.3."""
+    from electra._moved import moved_attribute
 
-    precision = "fp32"
-
-    def __init__(self, model_dir: str, device: str, bf16: bool, progress: bool) -> None:
-        self.device = resolve_device(device, option="--device")
-        self.ft = load_finetuned(model_dir, self.device)
-        self.info = self.ft.info
-        max_length = self.ft.family.truncation_length(self.info.settings.max_length)
-        self.ft.tokenizer = prepared_tokenizer(self.ft.tokenizer, max_length)  # once, not per call
-        self.pad = special_ids(self.ft.tokenizer).pad
-        self.bf16, self.progress = bf16, progress
-        self.precision = "bf16" if bf16 else "fp32"
-        self.last_truncated = 0
-
-    def predict_examples(self, examples: Sequence[Any], batch_size: int) -> list[Any]:
-        family, info = self.ft.family, self.info
-        prepared = prepare(family, list(examples), self.ft.tokenizer, info.settings, info.labels)
-        self.last_truncated = truncated(prepared.features)
-        outputs, _ = run_model(
-            self.ft.model,
-            family,
-            prepared.features,
-            batch_size,
-            self.device,
-            self.pad,
-            with_loss=False,
-            bf16=self.bf16,
-            desc="predict",
-            progress=self.progress,
-        )
-        return family.predict(examples, prepared.features, outputs, info.labels, info.settings)
-
-    def record(self, example: Any, prediction: Any) -> dict[str, Any]:
-        return self.ft.family.record(example, prediction, self.info.labels)
+    return moved_attribute("electra.finetune.commands", name)

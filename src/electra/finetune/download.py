@@ -1,6 +1,6 @@
 """Download the fine-tuning datasets into the data-directory layout the tasks read.
 
-For users who are online: ``python -m electra.finetune.download nsmc klue wnut17``
+For users who are online: ``electra download nsmc klue wnut17``
 (or the ``download_cli`` entry) fetches the public files into ``--data-dir``
 (default: ``$ELECTRA_DATA_DIR`` or ``<repo>/../shared/data``) at the paths the
 built-in tasks look for. Each file lists its URLs in order of preference
@@ -17,11 +17,9 @@ copies); the rest are CC0, CC BY or CC BY-SA.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 import urllib.error
@@ -31,9 +29,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from electra.cli import add_dataclass_arguments
-from electra.files import sha256_file
-from electra.finetune.tasks import DATA_FILES, mrpc_dev_ids, resolve_data_dir
+from electra.finetune.tasks import (
+    DATA_FILES,
+    mrpc_dev_ids,
+    resolve_data_dir,
+)
+from electra.system.files import sha256_file
 
 
 class DownloadError(ValueError):
@@ -471,7 +472,7 @@ def build_mrpc(mrpc_dir: Path) -> None:
 
 @dataclass
 class DownloadArgs:
-    """Options of the dataset download helper."""
+    """Download fine-tuning datasets from their public URLs (checked, logged)."""
 
     datasets: list[str] = field(
         default_factory=list,
@@ -489,7 +490,7 @@ class DownloadArgs:
 
 
 def download_cli(args: DownloadArgs) -> int:
-    """Download fine-tuning datasets from their public URLs (checked, logged)."""
+    """Run ``electra download`` (its ``--help`` is :class:`~electra.finetune.download.DownloadArgs`'s docstring)."""
     if args.list_datasets or not args.datasets:
         for name, sources in DATASETS.items():
             print(name)
@@ -499,20 +500,3 @@ def download_cli(args: DownloadArgs) -> int:
         return 0
     download(args.datasets, args.data_dir or None, force=args.force, timeout=args.timeout)
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m electra.finetune.download", description=download_cli.__doc__
-    )
-    add_dataclass_arguments(parser, DownloadArgs)
-    ns = parser.parse_args(argv)
-    try:
-        return download_cli(DownloadArgs(**vars(ns)))
-    except ValueError as exc:
-        print(f"download: error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

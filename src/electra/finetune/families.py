@@ -8,7 +8,7 @@ dev/test, written to ``config.json``), its input formats (custom task files,
 defaults (max length, epochs), featurisation, decoding and output records,
 and the PyTorch side: the model head, batches, loss and scores.
 
-This module needs no PyTorch: the ONNX runtime (:mod:`electra.runtime`) and
+This module needs no PyTorch: the ONNX runtime (:mod:`electra.inference.runtime`) and
 ``electra predict --backend onnx`` use the registered families to featurise
 and decode. The PyTorch side of the built-in families lives in
 :mod:`~electra.finetune.classification`, :mod:`~electra.finetune.tagging` and
@@ -57,7 +57,7 @@ if TYPE_CHECKING:  # torch stays out of imports so the ONNX runtime can use this
     from torch import Tensor, nn
 
     from electra.finetune.features import TaskInfo
-    from electra.model import ElectraModel
+    from electra.model.encoder import ElectraModel
 
 Reader = Callable[[Path], list[Any]]
 
@@ -196,7 +196,7 @@ class Family:
         raise NotImplementedError
 
     def example_from_input(self, x: Any, n: int, info: TaskInfo) -> Any:
-        """One example from a plain Python input of :meth:`electra.runtime.OnnxModel.predict`."""
+        """One example from a plain Python input of :meth:`electra.inference.runtime.OnnxModel.predict`."""
         raise NotImplementedError
 
     def has_gold(self, example: Any) -> bool:

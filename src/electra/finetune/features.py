@@ -6,7 +6,7 @@ tagging, context windows for QA, and decoding of logits into labels and
 probabilities, unit tags and entities, or answer spans, plus the JSON record
 ``electra predict`` writes. The PyTorch families in
 :mod:`~electra.finetune.classification`, :mod:`~electra.finetune.tagging` and
-:mod:`~electra.finetune.qa` and the ONNX runtime (:mod:`electra.runtime`) both
+:mod:`~electra.finetune.qa` and the ONNX runtime (:mod:`electra.inference.runtime`) both
 call it, so the two backends cannot featurise or decode differently.
 """
 
@@ -27,7 +27,7 @@ from electra.finetune.common import (
     TextExample,
     prepared_tokenizer,
 )
-from electra.tokenizer import special_id_map
+from electra.text.tokenizer import special_id_map
 
 IGNORE = -100
 FORMAT = 1  # version of electra_task.json

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from electra.model import ElectraModel
+from electra.model.encoder import ElectraModel
 
 
 def pad_stack(rows: Sequence[Sequence[int]], value: int) -> Tensor:

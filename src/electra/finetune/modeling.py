@@ -26,12 +26,12 @@ import torch
 from tokenizers import Tokenizer
 from torch import nn
 
-from electra.checkpoint import CheckpointError
 from electra.config import ConfigError, from_dict
-from electra.files import atomic_write_bytes
 from electra.finetune.families import Family, family_of_hf_config, get_family
 from electra.finetune.features import TaskInfo
-from electra.hf import (
+from electra.model.checkpoint import CheckpointError
+from electra.model.encoder import ElectraModel
+from electra.model.hf import (
     TOKENIZER_FILES,
     load_into,
     normalise_keys,
@@ -41,9 +41,9 @@ from electra.hf import (
     unique_state_dict,
     weights_source,
 )
-from electra.model import ElectraModel
-from electra.modelcard import finetuned_card, write_card_text
-from electra.tokenizer import TokenizerError, load_tokenizer, tokenizer_settings
+from electra.pretrain.modelcard import finetuned_card, write_card_text
+from electra.system.files import atomic_write_bytes
+from electra.text.tokenizer import TokenizerError, load_tokenizer, tokenizer_settings
 
 TASK_FILE = "electra_task.json"
 

@@ -45,7 +45,7 @@ from electra.finetune.features import (
     window_starts,
 )
 from electra.finetune.heads import ElectraWithHead, collate_inputs, token_outputs
-from electra.model import ElectraModel, init_weights
+from electra.model.encoder import ElectraModel, init_weights
 
 # ---------------------------------------------------------------------------
 # Official normalisation and scores

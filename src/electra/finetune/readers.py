@@ -8,7 +8,7 @@ the file, the line (or the JSON path) and the field. Formats:
 * custom tables: ``.csv`` (RFC 4180 quoting, header required), ``.tsv`` (as
   GLUE, header required), ``.jsonl`` (one JSON object per line), ``.json``
   (an array of objects); a ``.txt`` table is TSV or CSV, sniffed from its
-  first lines. :mod:`electra.formats` decides (``--format`` overrides).
+  first lines. :mod:`electra.text.formats` decides (``--format`` overrides).
 * predict input (:func:`read_predict_input`): the tables, ``.txt`` with one
   text per line (``a<TAB>b`` for a pair), CoNLL for tagging, SQuAD for QA.
 * CoNLL (WNUT-17): ``token<TAB>tag`` (or space separated, tag last), a blank
@@ -39,12 +39,13 @@ from electra.finetune.common import (
     TextExample,
     where,
 )
-from electra.formats import HEADER_FORMATS, FormatError, Use, detect_format
+from electra.text.formats import HEADER_FORMATS, FormatError, Use, detect_format
 
 PathLike = str | os.PathLike[str]
 
 
-def _open_text(path: PathLike) -> str:
+def read_data_text(path: PathLike) -> str:
+    """The whole text of a data file (UTF-8, BOM dropped); errors name the file and line."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"{p}: no such file")
@@ -60,7 +61,8 @@ def _open_text(path: PathLike) -> str:
     return text
 
 
-def _lines(text: str) -> Iterator[tuple[int, str]]:
+def numbered_lines(text: str) -> Iterator[tuple[int, str]]:
+    """``(line number from 1, line without its line break)`` of ``text``."""
     for i, line in enumerate(text.split("\n"), start=1):
         yield i, line.rstrip("\r")
 
@@ -77,10 +79,10 @@ def read_tsv(
 
     Without a header, ``columns`` names the fields (or they are ``"0"``, ``"1"``...).
     """
-    text = _open_text(path)
+    text = read_data_text(path)
     rows: list[tuple[int, dict[str, str]]] = []
     names: list[str] | None = None if header else columns
-    for n, line in _lines(text):
+    for n, line in numbered_lines(text):
         if not line.strip():
             continue
         fields = line.split("\t")
@@ -101,7 +103,7 @@ def read_tsv(
 
 
 def read_csv(path: PathLike) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
-    text = _open_text(path)
+    text = read_data_text(path)
     reader = csv.reader(text.splitlines(keepends=True))
     rows: list[tuple[int, dict[str, str]]] = []
     names: list[str] | None = None
@@ -127,10 +129,10 @@ def read_csv(path: PathLike) -> tuple[list[str], list[tuple[int, dict[str, str]]
 
 
 def read_jsonl(path: PathLike) -> tuple[list[str], list[tuple[int, dict[str, Any]]]]:
-    text = _open_text(path)
+    text = read_data_text(path)
     rows: list[tuple[int, dict[str, Any]]] = []
     keys: dict[str, None] = {}
-    for n, line in _lines(text):
+    for n, line in numbered_lines(text):
         if not line.strip():
             continue
         try:
@@ -151,7 +153,7 @@ _WS = re.compile(r"\s*")
 
 def read_json_array(path: PathLike) -> tuple[list[str], list[tuple[int, dict[str, Any]]]]:
     """A JSON array of objects; the "line" of each is the line where the object starts."""
-    text = _open_text(path)
+    text = read_data_text(path)
     dec = json.JSONDecoder()
     i = _WS.match(text, 0).end()
     if text[i : i + 1] != "[":
@@ -188,7 +190,7 @@ Rows = list[tuple[int, dict[str, Any]]]
 
 
 def data_format(path: PathLike, format: str | None = None, use: Use = "table") -> str:
-    """The format of data file ``path`` (see :mod:`electra.formats`), or a DatasetError."""
+    """The format of data file ``path`` (see :mod:`electra.text.formats`), or a DatasetError."""
     try:
         return detect_format(path, format or None, use)
     except FormatError as exc:
@@ -347,7 +349,7 @@ def text_examples(
 
 def read_conll(path: PathLike) -> list[TaggingExample]:
     """Word-level BIO file: ``token<TAB>tag`` per line, blank line between sentences."""
-    text = _open_text(path)
+    text = read_data_text(path)
     out: list[TaggingExample] = []
     words: list[str] = []
     tags: list[str] = []
@@ -363,7 +365,7 @@ def read_conll(path: PathLike) -> list[TaggingExample]:
         words.clear()
         tags.clear()
 
-    for n, line in _lines(text):
+    for n, line in numbered_lines(text):
         if not line.strip():
             flush()
             continue
@@ -390,7 +392,7 @@ def read_conll(path: PathLike) -> list[TaggingExample]:
 
 def read_klue_ner(path: PathLike) -> list[TaggingExample]:
     """KLUE-NER v1.1: one ``char<TAB>tag`` line per character (spaces included)."""
-    text = _open_text(path)
+    text = read_data_text(path)
     out: list[TaggingExample] = []
     chars: list[str] = []
     tags: list[str] = []
@@ -406,7 +408,7 @@ def read_klue_ner(path: PathLike) -> list[TaggingExample]:
         chars.clear()
         tags.clear()
 
-    for n, line in _lines(text):
+    for n, line in numbered_lines(text):
         if line.startswith("##"):
             body = line[2:].strip()
             if body.startswith("klue-ner") or "\t" in body:
@@ -510,7 +512,7 @@ def read_squad(
         fmt = "json"  # any other name: SQuAD JSON, as always
     if fmt == "jsonl":
         return _read_qa_jsonl(path, require_answers)
-    raw = _open_text(path)
+    raw = read_data_text(path)
     try:
         doc = json.loads(raw)
     except json.JSONDecodeError as exc:
@@ -565,7 +567,7 @@ def _squad_paragraph(
 
 
 def _read_qa_jsonl(path: PathLike, require_answers: bool) -> list[QAExample]:
-    raw = _open_text(path)
+    raw = read_data_text(path)
     _, rows = read_jsonl(path)
     out = []
     for n, row in rows:

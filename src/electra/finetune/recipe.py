@@ -27,7 +27,6 @@ at ``lr``; ``official_offset=True`` reproduces that.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 import re
@@ -40,7 +39,7 @@ from torch import nn
 from electra.config import ConfigError
 from electra.finetune.families import Family, get_family
 from electra.finetune.tasks import TASKS
-from electra.optim import adamw, linear_warmup_decay, no_weight_decay
+from electra.model.optim import adamw, linear_warmup_decay, no_weight_decay
 
 Size = Literal["small", "base", "large"]
 
@@ -149,71 +148,6 @@ class Recipe:
         out = dataclasses.asdict(self)
         out["adam_betas"] = list(self.adam_betas)
         return out
-
-
-def _flag(default: Any, doc: str) -> Any:
-    """A :class:`RecipeFlags` field with its ``--help`` text (a list default is copied)."""
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata={"doc": doc})
-    return field(default=default, metadata={"doc": doc})
-
-
-@dataclass
-class RecipeFlags:
-    """The recipe options a command line sets, each named after its :class:`Recipe` field.
-
-    Declared once, here: ``electra finetune``'s
-    :class:`~electra.finetune.commands.FinetuneArgs` inherits these fields (so
-    each is a flag with this doc) and :meth:`overrides` hands them all to
-    :func:`make_recipe`. None keeps Table 7's value (or the task's);
-    ``main_metric`` "" and ``bf16`` None are settled by the command, which knows
-    the task and the device.
-    """
-
-    size: Literal["auto", "small", "base", "large"] = _flag(
-        "auto", "Table 7 recipe to use; auto infers it from the hidden size."
-    )
-    learning_rate: float | None = _flag(None, "Peak learning rate (default: Table 7).")
-    layer_decay: float | None = _flag(
-        None, "Layer-wise learning-rate decay (default: Table 7; 1 disables)."
-    )
-    layerwise_decay_official_offset: bool = _flag(
-        False, "Reproduce the official code's off-by-one (top layer lr*decay^2)."
-    )
-    warmup_fraction: float = _flag(0.1, "Fraction of steps of linear warmup.")
-    weight_decay: float = _flag(0.0, "AdamW weight decay (not on biases/LayerNorm).")
-    batch_size: int = _flag(32, "Training batch size (per optimizer step).")
-    micro_batch_size: int = _flag(
-        0, "Examples per forward pass; smaller than --batch-size accumulates gradients (0: same)."
-    )
-    eval_batch_size: int = _flag(64, "Evaluation batch size.")
-    group_by_length: bool = _flag(
-        False,
-        "Batch training examples of similar length (random groups of 50 batches, each sorted "
-        "by length): ~3x faster on short texts, but not shown harmless (README).",
-    )
-    epochs: int | None = _flag(None, "Epochs (default: 10 RTE/STS, 2 QA, 3 otherwise).")
-    max_length: int | None = _flag(None, "Max tokens per input (default: 128; QA 384).")
-    doc_stride: int = _flag(128, "QA: tokens between the starts of context windows.")
-    max_query_length: int = _flag(64, "QA: max question tokens.")
-    max_answer_length: int = _flag(30, "QA: max answer tokens.")
-    seeds: list[int] = _flag([1], "Fine-tuning seeds (one run each).")
-    select_by: Literal["metric", "loss"] = _flag(
-        "metric", "Select the best epoch by the dev metric or the dev loss."
-    )
-    main_metric: str = _flag("", "Dev metric to select on (default: the task's).")
-    bf16: bool | None = _flag(
-        None, "bfloat16 autocast (default: where the GPU or CPU has native bf16)."
-    )
-    grad_clip: float = _flag(1.0, "Gradient clipping max norm (0: off).")
-
-    def overrides(self) -> dict[str, Any]:
-        """Every field but ``size`` (its own argument) as :func:`make_recipe`'s overrides."""
-        return {
-            f.name: copy.copy(getattr(self, f.name))
-            for f in dataclasses.fields(RecipeFlags)
-            if f.name != "size"
-        }
 
 
 def make_recipe(
@@ -356,3 +290,10 @@ def linear_schedule(
         return linear_warmup_decay(step, warm, total)
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def __getattr__(name: str) -> Any:
+    """Names that moved out of this module (0.2) are still found here until 0.3."""
+    from electra._moved import moved_attribute
+
+    return moved_attribute("electra.finetune.recipe", name)

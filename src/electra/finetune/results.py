@@ -17,16 +17,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from torch import nn
 
-from electra import provenance
-from electra.files import atomic_write_bytes
 from electra.finetune.baselines import floor_lines
 from electra.finetune.features import TaskInfo
 from electra.finetune.modeling import save_finetuned
 from electra.finetune.tasks import DataOptions, TaskData, glue_average, resolve_data_dir
 from electra.finetune.training import Prepared, TrainingJob
+from electra.system import provenance
+from electra.system.files import atomic_write_bytes
 
 RESULTS_FORMAT = "electra-finetune-results/1"
 
@@ -42,19 +41,6 @@ def versions() -> dict[str, str]:
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def write_json(path: Path, obj: Any) -> None:
-    body = json.dumps(obj, indent=2, ensure_ascii=False, default=_json_default) + "\n"
-    atomic_write_bytes(path, body.encode("utf-8"))
-
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, Path):
-        return str(obj)
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
 # ---------------------------------------------------------------------------
@@ -254,3 +240,8 @@ def print_report(job: TrainingJob, results: dict[str, Any], out_dir: Path) -> No
         print(line)
     print(f"results: {out_dir / 'results.json'}")
     print(f"model:   {out_dir / 'model'} (seed {results.get('best_seed')})")
+
+
+def results_complete(results: Path) -> bool:
+    """Whether a fine-tuning's ``results.json`` exists and says every seed is done."""
+    return results.is_file() and bool(json.loads(results.read_text()).get("complete"))

@@ -32,8 +32,8 @@ atomically after every seed (``"complete": false`` until the last one).
 
 ``electra evaluate --model DIR`` rebuilds the task's split from the data
 options and split seed saved in ``DIR/electra_task.json`` and writes
-``DIR/eval-test.json``; ``electra predict --model DIR --input FILE`` writes one
-JSON line per example (label and probabilities, a score, tags and entities,
+``DIR/eval-test.json``; ``electra predict --model DIR --input FILE`` (:mod:`electra.inference`) writes
+one JSON line per example (label and probabilities, a score, tags and entities,
 or an answer span) plus ``*.results.json``.
 
 This module is the commands' public face; the code is in
@@ -42,11 +42,9 @@ This module is the commands' public face; the code is in
 :mod:`~electra.finetune.results` (what is written and printed).
 """
 
+from typing import Any
+
 from electra.finetune.commands import (
-    EvaluateArgs,
-    FinetuneArgs,
-    TorchPredictor,
-    _data_options_for,
     evaluate,
     evaluate_cli,
     finetune,
@@ -54,6 +52,7 @@ from electra.finetune.commands import (
     finetune_cli,
     finetune_options,
 )
+from electra.finetune.options import EvaluateArgs, FinetuneArgs
 from electra.finetune.results import glue_score_from_results, summarize, summarize_runs
 from electra.finetune.training import (
     default_bf16,
@@ -62,15 +61,20 @@ from electra.finetune.training import (
     run_model,
     train_seed,
 )
-from electra.precision import resolve_device
-from electra.predict import PredictArgs, predict, predict_cli
+from electra.system.precision import resolve_device
+
+
+def __getattr__(name: str) -> Any:
+    """``electra predict``'s names moved to :mod:`electra.inference` (0.2); until 0.3 they
+    are still found here."""
+    from electra._moved import moved_attribute
+
+    return moved_attribute("electra.finetune.run", name)
+
 
 __all__ = [
     "EvaluateArgs",
     "FinetuneArgs",
-    "PredictArgs",
-    "TorchPredictor",
-    "_data_options_for",
     "default_bf16",
     "evaluate",
     "evaluate_cli",
@@ -80,8 +84,6 @@ __all__ = [
     "finetune_cli",
     "finetune_options",
     "glue_score_from_results",
-    "predict",
-    "predict_cli",
     "prepare",
     "resolve_device",
     "run_model",

@@ -41,7 +41,7 @@ from electra.finetune.features import (
     token_units,
 )
 from electra.finetune.heads import ElectraWithHead, collate_inputs, pad_stack, token_outputs
-from electra.model import ElectraModel, init_weights
+from electra.model.encoder import ElectraModel, init_weights
 
 
 class ElectraForTokenClassification(ElectraWithHead):

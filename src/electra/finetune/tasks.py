@@ -78,8 +78,8 @@ from electra.finetune.readers import (
     require_columns,
     text_examples,
 )
-from electra.formats import format_help
-from electra.paths import default_data_dir
+from electra.system.paths import default_data_dir
+from electra.text.formats import format_help
 
 
 def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path:
@@ -97,7 +97,7 @@ class DataFlags:
     """The data options a command line sets: where the data is, how to read and split it.
 
     Declared once, here: :class:`DataOptions` adds the fixed split fractions,
-    and ``electra finetune``'s :class:`~electra.finetune.commands.FinetuneArgs`
+    and ``electra finetune``'s :class:`~electra.finetune.options.FinetuneArgs`
     inherits these fields, so each is a flag (``--data-dir`` ...) with this doc.
     """
 
@@ -304,10 +304,6 @@ class Layout:
     test: Path | None = None
     pool: Path | None = None
     test_note: str = ""
-
-
-def _exists(p: Path | None) -> Path | None:
-    return p if p is not None and p.is_file() else None
 
 
 def _read_official(

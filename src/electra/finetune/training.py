@@ -26,8 +26,8 @@ from electra.finetune.common import FeatureSettings
 from electra.finetune.families import Family
 from electra.finetune.recipe import Recipe, build_optimizer, linear_schedule
 from electra.finetune.tasks import TaskSpec
-from electra.hf import load_encoder
-from electra.precision import autocast_for, bf16_is_fast
+from electra.model.hf import load_encoder
+from electra.system.precision import autocast_for, bf16_is_fast
 
 LOSS_READ_EVERY = 50  # training steps between reads of the running loss (a GPU sync)
 
@@ -40,7 +40,7 @@ def set_seed(seed: int) -> None:
 
 def default_bf16(device: torch.device) -> bool:
     """bf16 autocast unless told otherwise: where the device multiplies bf16 natively
-    (Ampere or newer GPUs; CPUs with AVX512-BF16 or AMX), see ``electra.precision``."""
+    (Ampere or newer GPUs; CPUs with AVX512-BF16 or AMX), see ``electra.system.precision``."""
     return bf16_is_fast(device)
 
 

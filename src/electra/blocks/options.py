@@ -1,0 +1,60 @@
+"""What ``electra prepare`` takes (torch-free: the command line builds its flags from it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from electra.config import ConfigError
+from electra.text.corpus import CorpusOptions, ReadOptions
+
+
+@dataclass
+class PrepareCommand(CorpusOptions):
+    """Turn a raw corpus into packed pre-training blocks.
+
+    Writes memory-mappable shards of [CLS] A [SEP] B [SEP] blocks, the
+    tokenizer files and manifest.json (written last) into --output.
+
+    """
+
+    tokenizer: str = field(
+        metadata={"doc": "Tokenizer directory (or its tokenizer.json / vocab.txt)."}
+    )
+    output: str = field(metadata={"doc": "Output directory.", "short": "-o"})
+    max_length: int = field(default=128, metadata={"doc": "Block length in tokens."})
+    validation_fraction: float = field(
+        default=0.01, metadata={"doc": "Share of documents held out for validation."}
+    )
+    seed: int = field(default=0, metadata={"doc": "Seed of the split and the block builder."})
+    file_is_document: bool = field(
+        default=False,
+        metadata={"doc": "Plain text: a whole file is one document (books), not blank-line units."},
+    )
+    workers: int = field(
+        default=0, metadata={"doc": "Tokenizer worker processes (0: one per CPU core)."}
+    )
+    shard_size: int = field(default=100_000, metadata={"doc": "Blocks per shard file."})
+    overwrite: bool = field(
+        default=False, metadata={"doc": "Rebuild even if the output directory is complete."}
+    )
+    progress: bool = field(default=True, metadata={"doc": "Show a progress bar."})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 8 <= self.max_length <= 65535:
+            raise ConfigError(f"max_length must be in [8, 65535], got {self.max_length}")
+        if not 0.0 <= self.validation_fraction < 1.0:
+            raise ConfigError(
+                f"validation_fraction must be in [0, 1), got {self.validation_fraction}"
+            )
+        if self.seed < 0:
+            raise ConfigError(f"seed must be >= 0, got {self.seed}")
+        if self.workers < 0:
+            raise ConfigError(f"workers must be >= 0, got {self.workers}")
+        if self.shard_size < 1:
+            raise ConfigError(f"shard_size must be positive, got {self.shard_size}")
+
+    def read_options(self, **extra: Any) -> ReadOptions:
+        """The corpus options, with ``--file-is-document`` (a flag of this command only)."""
+        return super().read_options(file_is_document=self.file_is_document, **extra)

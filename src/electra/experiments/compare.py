@@ -1,0 +1,535 @@
+"""``electra compare``: replaced token detection against MLM at equal pre-training compute.
+
+The paper's central claim, checked on the user's own data and machine:
+
+1. one vocabulary and one set of blocks (by default built here from the
+   Korean Wikipedia text and English books in the data directory, since the
+   downstream tasks are Korean and English, plus each task's unlabelled text
+   outside the splits it scores: NSMC reviews, SST-2 sentences);
+2. two pre-training runs of the same encoder on the same blocks, RTD
+   (generator + discriminator) and MLM (BERT), each stopped when it has spent
+   the same training-FLOPs budget (counted as the paper counts them, so the
+   RTD arm pays for its generator); checkpoints at fractions of the budget;
+3. fine-tuning of every checkpoint, and of the untrained encoder (the
+   no-pre-training baseline at 0 FLOPs), on NSMC and SST-2 over several
+   seeds, with the Table 7 recipe;
+4. ``compare.md`` (a table: median test accuracy and spread per arm, budget
+   and task, with the floors of each task on the same split: TF-IDF +
+   logistic regression and the majority class, see
+   ``electra.finetune.baselines``) and ``compare.png`` (downstream score
+   against pre-training FLOPs, floors as dashed lines), plus ``compare.json``
+   with every number.
+
+Stages are reused when re-run with the same options.
+
+Its ``--help`` builds the ``--SECTION.FIELD`` flags from the pre-training config, which
+loads PyTorch anyway, so the module imports what it uses at the top (only matplotlib,
+optional, waits until a plot is drawn).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from electra.blocks.format import MANIFEST
+from electra.blocks.options import PrepareCommand
+from electra.blocks.prepare import prepare
+from electra.blocks.read import open_blocks
+from electra.config import ConfigError, Override
+from electra.experiments.heldout import unscored_reviews, unscored_task_text
+from electra.experiments.options import CompareCommand
+from electra.finetune.baselines import floor_scores
+from electra.finetune.results import results_complete
+from electra.finetune.run import finetune, finetune_args_from, finetune_options
+from electra.model.hf import export_random_discriminator, word_table_key
+from electra.pretrain.config import load_config, resolve_model
+from electra.pretrain.export import export_run
+from electra.pretrain.flops import paper_train_flops_per_step
+from electra.pretrain.objectives import OBJECTIVES
+from electra.pretrain.trainer import Trainer
+from electra.system.files import atomic_write_json
+from electra.system.paths import default_data_dir
+from electra.system.workers import processes_used, run_jobs
+from electra.text.corpus import ReadOptions
+from electra.text.vocabulary import train_tokenizer
+
+ARMS = tuple(OBJECTIVES)
+# The point of a recipe with init.token_embeddings = "ppmi": its table on random layers.
+TABLE_ARM = "ppmi table only"
+_COLOURS = {"rtd": "tab:red", "mlm": "tab:blue"}  # plot colour of each arm (else matplotlib's)
+
+
+def _log(msg: str) -> None:
+    print(f"[compare] {msg}", flush=True)
+
+
+def default_corpus(data_dir: Path, out: Path, tasks: list[str]) -> list[Path]:
+    """Korean Wikipedia + English books + each task's own unscored text.
+
+    The tasks' text is what a user adapting to a domain would add: for NSMC
+    the raw reviews outside its scored dev and test splits (as in the demo,
+    ``out/nsmc_reviews.txt``), for another text task its training split's texts
+    outside dev and test (``out/TASK_text.txt``; SST-2: movie-review sentences
+    and phrases, where the books alone share little with the task). Never the
+    text compare scores: that would flatter every pre-trained arm against
+    ``none`` and the TF-IDF floor, which never see it.
+    """
+    from electra.finetune.tasks import get_task
+
+    names = [get_task(t).name for t in tasks]
+    files = sorted((data_dir / "pretrain/ko/kowiki").glob("*/wiki_*"))
+    files += sorted((data_dir / "pretrain/en/gutenberg").glob("*.txt"))
+    raw_reviews = [data_dir / "nsmc/raw_subset"] if "nsmc" in names else []
+    missing = [f for f in [*files, *raw_reviews] if not f.exists()]
+    if not files or missing:
+        raise FileNotFoundError(
+            f"{data_dir}: the default corpus is missing ({missing[:1] or 'pretrain/'}); "
+            "pass --data-dir or --blocks"
+        )
+    for task in names:
+        if task == "nsmc":
+            files.append(unscored_reviews(data_dir, out / "nsmc_reviews.txt"))
+        elif text := unscored_task_text(task, data_dir, out / f"{task}_text.txt"):
+            files.append(text)
+        else:
+            _log(f"{task}: not a text task; none of its text added to the corpus")
+    return files
+
+
+def build_blocks(cmd: CompareCommand, out: Path, data_dir: Path) -> Path:
+    """Tokenizer + blocks of the default corpus (reused when already built)."""
+    files = default_corpus(data_dir, out, cmd.tasks)
+    tok = out / "tokenizer"
+    stamp = {"sources": [f.name for f in files], "vocab_size": cmd.vocab_size}
+    built = tok / "corpus.json"  # a vocabulary from other sources is trained anew
+    same = built.is_file() and json.loads(built.read_text()) == stamp
+    retrain = not ((tok / "vocab.txt").is_file() and same)
+    if retrain:
+        _log(f"training a {cmd.vocab_size}-token vocabulary on {len(files)} sources")
+        train_tokenizer(
+            [str(f) for f in files],
+            tok,
+            vocab_size=cmd.vocab_size,
+            limit_mb=cmd.corpus_mb * 2,
+            read_options=ReadOptions(strip_gutenberg=True),
+            progress=cmd.progress,
+        )
+        atomic_write_json(built, stamp)
+    blocks = out / "blocks"
+    prepare(
+        PrepareCommand(
+            inputs=[str(f) for f in files],
+            tokenizer=str(tok),
+            output=str(blocks),
+            max_length=128,
+            strip_gutenberg=True,
+            overwrite=retrain,  # blocks of the old vocabulary are rebuilt with it
+            progress=cmd.progress,
+        )
+    )
+    return blocks
+
+
+def recipe_overrides(cmd: CompareCommand) -> list[Override]:
+    """The user's pre-training overrides: ``--set`` first, then the dotted flags."""
+    return [*cmd.set, *cmd.flags.items()]
+
+
+def blocks_id(blocks: Path) -> str:
+    """The content fingerprint of prepared blocks (their manifest's), not their path.
+
+    Rebuilt blocks at the same path (another vocabulary, another corpus) get another
+    id, so nothing trained on the old ones is taken for a run on the new ones.
+    """
+    manifest = blocks / MANIFEST
+    if not manifest.is_file():
+        raise FileNotFoundError(f"{blocks}: no {MANIFEST}; not prepared blocks")
+    return json.loads(manifest.read_text())["fingerprint"]
+
+
+def arm_run_dir(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> Path:
+    """``OUT/ARM-XXXXXXXX``, keyed by the arm's recipe, blocks (content), budget and points.
+
+    Changing the config, a ``--set``, the blocks or the budget therefore never reuses
+    (or resumes) a run trained with other settings.
+    """
+    recipe = load_config(cmd.config, [*recipe_overrides(cmd), f"objective.objective='{arm}'"])
+    recipe.data.blocks = str(blocks)
+    key = [dataclasses.asdict(recipe), cmd.budget_flops, cmd.points, blocks_id(blocks)]
+    return out / f"{arm}-{_fingerprint(key)}"
+
+
+def pretrain_arm(
+    cmd: CompareCommand, arm: str, blocks: Path, out: Path
+) -> tuple[list[dict[str, Any]], float]:
+    """Train one arm to the FLOPs budget; export a checkpoint at each budget point.
+
+    Returns one record per point (steps, FLOPs, HF directory) and the FLOPs of one step.
+    An arm that was stopped resumes from its last checkpoint; a finished one is reused.
+    """
+    run = arm_run_dir(cmd, arm, blocks, out)
+    probe = load_config(cmd.config, [*recipe_overrides(cmd), f"objective.objective='{arm}'"])
+    flops_step = _flops_per_step(probe, blocks)
+    steps = int(cmd.budget_flops // flops_step)
+    if steps < 10:
+        raise ConfigError(
+            f"--budget-flops {cmd.budget_flops:.3g} buys only {steps} {arm} steps "
+            f"({flops_step:.3g} FLOPs each); raise it"
+        )
+    interval = max(1, steps // cmd.points)  # checkpoints land exactly on the marks
+    marks = sorted({interval * (i + 1) for i in range(cmd.points - 1)} | {steps})
+    summary_path = run / "summary.json"
+    done = summary_path.is_file() and json.loads(summary_path.read_text()).get("step") == steps
+    if not done:
+        _log(
+            f"pre-training {arm}: {steps} steps of {flops_step:.3g} FLOPs = {steps * flops_step:.3g}"
+        )
+        _train_arm(_arm_config(cmd, arm, blocks, run, steps, interval, len(marks)), arm, run)
+    return [_export_mark(arm, run, mark, flops_step) for mark in marks], flops_step
+
+
+def _arm_config(
+    cmd: CompareCommand, arm: str, blocks: Path, run: Path, steps: int, interval: int, marks: int
+) -> Any:
+    """The arm's recipe: ``steps`` steps, a checkpoint kept at every ``interval``."""
+    return load_config(
+        cmd.config,
+        [
+            *recipe_overrides(cmd),
+            f"objective.objective='{arm}'",
+            f"data.blocks={json.dumps(str(blocks))}",
+            f"run.output_dir={json.dumps(str(run))}",
+            f"optim.max_steps={steps}",
+            f"run.save_every={interval}",
+            f"run.keep_last={marks + 1}",
+            "run.export=false",
+            f"run.progress={'true' if cmd.progress else 'false'}",
+        ],
+    )
+
+
+def _train_arm(cfg: Any, arm: str, run: Path) -> None:
+    """Train (or resume) one arm; stop the comparison if the run was interrupted."""
+    summary = Trainer(cfg, resume=(run / "checkpoints").is_dir()).fit()
+    if summary.get("stopped") == "signal":  # Ctrl-C / SIGTERM: checkpointed, marks missing
+        raise SystemExit(
+            f"pre-training {arm} was interrupted at step {summary.get('step')} (checkpoint "
+            f"saved in {run}); run the same compare command again to resume it"
+        )
+
+
+def _export_mark(arm: str, run: Path, mark: int, flops_step: float) -> dict[str, Any]:
+    """The budget point at step ``mark``: its checkpoint exported (once) for fine-tuning."""
+    ckpt_dir = run / "checkpoints" / f"step-{mark:08d}"
+    hf = run / "hf" / f"step-{mark:08d}"
+    if not (hf / "generator" / "config.json").is_file():
+        export_run(ckpt_dir, hf)
+    model = hf / OBJECTIVES[arm].kept_encoder
+    return {
+        "arm": arm,
+        "run": run.name,
+        "steps": mark,
+        "flops": mark * flops_step,
+        "model": str(model),
+    }
+
+
+def _flops_per_step(cfg, blocks: Path) -> float:
+
+    b = open_blocks(blocks, "train")
+    model = resolve_model(cfg, b.vocab_size, "compare")
+    o = cfg.objective
+    return paper_train_flops_per_step(
+        model, cfg.optim.batch_size, b.block_length, o.objective, o.generator_size, o.mask_prob
+    )
+
+
+def untrained_encoder(cmd: CompareCommand, blocks: Path, out: Path) -> Path:
+    """The same discriminator shape, randomly initialised: the no-pre-training baseline."""
+    cfg = load_config(cmd.config, recipe_overrides(cmd))
+    model_cfg = resolve_model(cfg, open_blocks(blocks, "train").vocab_size, "compare")
+    key = [dataclasses.asdict(model_cfg), blocks_id(blocks)]  # the blocks give its tokenizer
+    target = out / f"none-{_fingerprint(key)}" / "hf" / "discriminator"
+    return export_random_discriminator(model_cfg, target, blocks)
+
+
+def table_only_encoder(cmd: CompareCommand, blocks: Path, none: Path, out: Path) -> Path | None:
+    """The untrained encoder with the recipe's PPMI token table (None: a random-table recipe).
+
+    ``none``'s weights with its token rows replaced by the vectors a ``ppmi`` run
+    starts from: fine-tuned beside the arms, it shows what their pre-training
+    added beyond the table.
+    """
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from electra.pretrain.cooccurrence import ppmi_table
+
+    cfg = load_config(cmd.config, recipe_overrides(cmd))
+    if cfg.init.token_embeddings != "ppmi":
+        return None
+    train = open_blocks(blocks, "train")
+    name = f"ppmi-{_fingerprint([none.parents[1].name, blocks_id(blocks), cfg.run.seed])}"
+    target = out / name / "hf" / "discriminator"
+    if (target / "model.safetensors").is_file():
+        return target
+    state = load_file(str(none / "model.safetensors"))
+    table = state[word_table_key(state, str(none))]
+    std = float(resolve_model(cfg, table.shape[0], "compare").initializer_range)
+    rows, values, _ = ppmi_table(train, table.shape[1], std, seed=cfg.run.seed)
+    table[torch.from_numpy(rows)] = torch.from_numpy(values).to(table.dtype)
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(none, tmp)
+    save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    tmp.rename(target)
+    return target
+
+
+def _fingerprint(obj: Any) -> str:
+    """Eight hex digits naming a JSON-able set of settings."""
+    body = json.dumps(obj, sort_keys=True, default=str)
+    return hashlib.sha256(body.encode()).hexdigest()[:8]
+
+
+def finetune_settings(cmd: CompareCommand) -> str:
+    """A short fingerprint of the fine-tuning options (results are reused only if equal)."""
+    # "data": NSMC became balanced and results gained floors; older results are not reused.
+    # Shuffled batches key as before the option existed, so their results are still found.
+    opts = finetune_options(cmd)
+    batches = {"batches": "by-length"} if opts.pop("group_by_length") else {}
+    return _fingerprint({"data": "balanced-floors/1", **batches, **opts})
+
+
+def finetune_point(
+    cmd: CompareCommand,
+    model: str,
+    task: str,
+    out: Path,
+    data_dir: Path,
+    floors_cache: Path | None = None,
+) -> dict:
+    """Fine-tuning results of one point on one task (reused if done); floors shared by cache."""
+
+    res_path = out / "results.json"
+    if results_complete(res_path):
+        return json.loads(res_path.read_text())
+    args = finetune_args_from(
+        cmd,
+        model=model,
+        task=task,
+        output=str(out),
+        data_dir=str(data_dir),
+        floors_cache=str(floors_cache) if floors_cache else "",
+        progress=cmd.progress,
+    )
+    return finetune(args)
+
+
+def finetune_all(
+    cmd: CompareCommand, points: list[dict[str, Any]], out: Path, data_dir: Path
+) -> dict[str, Any]:
+    """Fine-tune every point on every task (``cmd.finetune_jobs`` at a time).
+
+    Fills each point's ``scores``; returns each task's floors (one split for every point).
+    """
+    settings = finetune_settings(cmd)
+    jobs = [
+        (p, task, out / "finetune" / f"{p['run']}-{p['steps']}" / f"{task}-{settings}")
+        for p in points
+        for task in cmd.tasks
+    ]
+    args = [
+        (f"{p['arm']} @ {p['flops']:.3g} FLOPs", p["model"], task, where, data_dir, out / "floors")
+        for p, task, where in jobs
+    ]
+    results = _run_jobs(cmd, args)
+    floors: dict[str, Any] = {}
+    for (p, task, _), res in zip(jobs, results, strict=True):
+        p.setdefault("scores", {})[task] = _main_scores(res)
+        floors.setdefault(task, _task_floors(res))
+    return floors
+
+
+def _finetune_job(cmd: CompareCommand, label: str, model: str, task: str, *rest: Path) -> dict:
+    _log(f"fine-tuning {label} on {task}")
+    return finetune_point(cmd, model, task, *rest)
+
+
+def _run_jobs(cmd: CompareCommand, args: list[tuple], job: Callable = _finetune_job) -> list[dict]:
+    """``job(cmd, *a)`` for each ``a``: here one at a time, or in up to
+    ``cmd.finetune_jobs`` spawned processes (:func:`electra.system.workers.run_jobs`; a job
+    whose ``a[3]/results.json`` is complete is only read back)."""
+
+    def done(a: tuple) -> bool:
+        return results_complete(a[3] / "results.json")
+
+    if processes_used(sum(not done(a) for a in args), cmd.finetune_jobs):
+        cmd = dataclasses.replace(cmd, progress=False)  # bars side by side would mix
+    return run_jobs(functools.partial(job, cmd), args, cmd.finetune_jobs, done)
+
+
+def _main_scores(results: dict) -> dict[str, float]:
+    metric = results["task"]["main_metric"]
+    test = results["summary"].get("test") or results["summary"]["dev"]
+    return {"metric": metric, **test[metric]}
+
+
+def _task_floors(results: dict) -> dict[str, Any]:
+    """The task's floors on the main metric: ``tfidf`` and ``constant`` (majority or mean)."""
+
+    floors = results.get("floors")
+    if not floors:
+        return {}
+    split = "test" if results["summary"].get("test") else "dev"
+    s = floor_scores(floors, split, results["task"]["main_metric"])
+    return {
+        "tfidf": s.get("tfidf"),
+        "constant": s.get(floors["constant"]),
+        "constant_name": floors["constant"],
+    }
+
+
+def compare(cmd: CompareCommand) -> dict[str, Any]:
+    """Run the whole comparison; returns what ``compare.json`` holds."""
+    if cmd.finetune_jobs < 1:
+        raise ConfigError(f"finetune_jobs: at least 1 (got {cmd.finetune_jobs})")
+    t0 = time.time()
+    out = Path(cmd.output)
+    out.mkdir(parents=True, exist_ok=True)
+    data_dir = Path(cmd.data_dir) if cmd.data_dir else default_data_dir()
+    blocks = Path(cmd.blocks) if cmd.blocks else build_blocks(cmd, out / "data", data_dir)
+    none = untrained_encoder(cmd, blocks, out)
+    points: list[dict[str, Any]] = [
+        {"arm": "none", "run": none.parents[1].name, "steps": 0, "flops": 0.0, "model": str(none)}
+    ]
+    if table := table_only_encoder(cmd, blocks, none, out):  # what both arms start from
+        points.append(
+            {
+                "arm": TABLE_ARM,
+                "run": table.parents[1].name,
+                "steps": 0,
+                "flops": 0.0,
+                "model": str(table),
+            }
+        )
+    per_step = {}
+    for arm in ARMS:
+        arm_points, per_step[arm] = pretrain_arm(cmd, arm, blocks, out)
+        points += arm_points
+    floors = finetune_all(cmd, points, out, data_dir)
+    result = {
+        "command": asdict(cmd),
+        "blocks": str(blocks),
+        "flops_per_step": per_step,
+        "points": points,
+        "floors": floors,
+        "elapsed_s": time.time() - t0,
+    }
+    atomic_write_json(out / "compare.json", result)
+    (out / "compare.md").write_text(markdown_table(result))
+    plot(result, out / "compare.png")
+    _log(f"wrote {out / 'compare.md'} and {out / 'compare.png'}")
+    print(markdown_table(result))
+    return result
+
+
+def markdown_table(result: dict[str, Any]) -> str:
+    tasks = list(result["points"][0]["scores"])
+    head = "| arm | pre-training FLOPs | steps | " + " | ".join(tasks) + " | mean |\n"
+    head += "|---|---|---|" + "---|" * (len(tasks) + 1) + "\n"
+    rows = []
+    for p in result["points"]:
+        cells = []
+        medians = []
+        for t in tasks:
+            s = p["scores"][t]
+            medians.append(s["median"])
+            cells.append(f"{100 * s['median']:.1f} ± {100 * s.get('std', 0.0):.1f}")
+        mean = statistics.mean(medians) if medians else float("nan")
+        rows.append(
+            f"| {p['arm']} | {p['flops']:.3g} | {p['steps']} | "
+            + " | ".join(cells)
+            + f" | {100 * mean:.1f} |"
+        )
+    rows += _floor_rows(result.get("floors") or {}, tasks)
+    metric = {t: result["points"][0]["scores"][t]["metric"] for t in tasks}
+    note = (
+        "\nScores: test "
+        + ", ".join(f"{t} {m}" for t, m in metric.items())
+        + f", median ± std over {len(result['command']['seeds'])} fine-tuning seeds (x100). "
+        "Floors: trained and scored on the same split, no pre-training (TF-IDF char 1-4 + "
+        "word 1-2 n-grams with logistic regression; always the training majority label).\n"
+    )
+    return head + "\n".join(rows) + "\n" + note
+
+
+def _floor_rows(floors: dict[str, Any], tasks: list[str]) -> list[str]:
+    """Table rows of the TF-IDF and majority (or mean) floors, when every task has them."""
+    if not tasks or any(not floors.get(t) for t in tasks):
+        return []
+    rows = []
+    named = {"majority": "majority class", "mean": "training mean", "memorised": "memorised tags"}
+    names = " / ".join(sorted({named[floors[t]["constant_name"]] for t in tasks}))
+    for key, label in (("tfidf", "TF-IDF floor"), ("constant", names)):
+        values = [floors[t][key] for t in tasks]
+        if any(v is None for v in values):
+            continue
+        cells = " | ".join(f"{100 * v:.1f}" for v in values)
+        mean = 100 * statistics.mean(values)
+        rows.append(f"| {label} | – | – | {cells} | {mean:.1f} |")
+    return rows
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = list(result["points"][0]["scores"])
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 3.8), dpi=100, squeeze=False)
+    base = next(p for p in result["points"] if p["arm"] == "none")
+    for ax, task in zip(axes[0], tasks, strict=True):
+        for arm in ARMS:
+            colour = _COLOURS.get(arm)
+            pts = [base] + [p for p in result["points"] if p["arm"] == arm]
+            x = [p["flops"] for p in pts]
+            y = [100 * p["scores"][task]["median"] for p in pts]
+            err = [100 * p["scores"][task].get("std", 0.0) for p in pts]
+            label = OBJECTIVES[arm].title
+            ax.errorbar(x, y, yerr=err, marker="o", color=colour, label=label, capsize=3)
+        for p in result["points"]:
+            if p["arm"] == TABLE_ARM:
+                y = 100 * p["scores"][task]["median"]
+                ax.axhline(y, ls=":", color="tab:purple", label=TABLE_ARM, lw=1.2)
+        floor = (result.get("floors") or {}).get(task) or {}
+        for key, colour in (("tfidf", "tab:green"), ("constant", "grey")):
+            if floor.get(key) is not None:
+                name = "TF-IDF floor" if key == "tfidf" else floor["constant_name"]
+                ax.axhline(100 * floor[key], ls="--", color=colour, label=name, lw=1)
+        ax.set_title(f"{task} ({base['scores'][task]['metric']})")
+        ax.set_xlabel("pre-training FLOPs")
+        ax.set_ylabel("test score (median over seeds)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def compare_cli(cmd: CompareCommand) -> int:
+    """Run ``electra compare`` (its ``--help`` is :class:`~electra.experiments.options.CompareCommand`'s docstring)."""
+    compare(cmd)
+    return 0

@@ -1,0 +1,198 @@
+"""Checkpoints that never lose work.
+
+A checkpoint is a directory ``checkpoints/step-00001234/`` holding
+
+* ``model.safetensors`` — the weights (each shared table stored once);
+* ``train_state.pt`` — optimizer and scheduler state, step, data position,
+  loaded with ``torch.load(weights_only=True)`` (no pickled code runs);
+* ``config.json`` — the resolved run configuration;
+* ``meta.json`` — step and the SHA-256 of every file above, written last.
+
+The directory is assembled under a temporary name, every file fsynced, then
+renamed into place, so a crash at any moment leaves either the previous
+checkpoint or a complete new one. On resume the newest checkpoint whose
+``meta.json`` checksums verify is used; a truncated or corrupted one is
+reported and skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+from electra.system.files import fsync_dir, fsync_file, sha256_file
+
+
+class CheckpointError(ValueError):
+    """A model directory or weights file is missing, corrupt or does not fit."""
+
+
+FORMAT_VERSION = 1
+_STEP_DIR = re.compile(r"^step-(\d{8,})$")
+FILES = ("model.safetensors", "train_state.pt", "config.json")
+
+
+def alias_names(module: nn.Module) -> dict[str, str]:
+    """Map each duplicate name of a shared parameter to its first (canonical) name."""
+    first: dict[int, str] = {}
+    aliases = {}
+    for name, p in module.named_parameters(remove_duplicate=False):
+        if id(p) in first:
+            aliases[name] = first[id(p)]
+        else:
+            first[id(p)] = name
+    return aliases
+
+
+def dedupe_state(state: dict[str, Tensor], aliases: dict[str, str]) -> dict[str, Tensor]:
+    """Drop alias keys and make tensors contiguous CPU copies for safetensors."""
+    return {k: v.detach().cpu().contiguous() for k, v in state.items() if k not in aliases}
+
+
+def load_model_state(module: nn.Module, state: dict[str, Tensor], source: str) -> None:
+    """Strict load that accepts missing alias keys (shared tables stored once)."""
+    aliases = alias_names(module)
+    result = module.load_state_dict(state, strict=False)
+    missing = [k for k in result.missing_keys if k not in aliases]
+    if missing:
+        raise CheckpointError(f"{source}: missing parameter {missing[0]!r}")
+    if result.unexpected_keys:
+        raise CheckpointError(f"{source}: unexpected parameter {result.unexpected_keys[0]!r}")
+
+
+@dataclass
+class Checkpoint:
+    path: Path
+    step: int
+
+
+def step_dirs(root: Path) -> list[Checkpoint]:
+    """Completed-looking checkpoint directories, newest first."""
+    out = []
+    if root.is_dir():
+        for child in root.iterdir():
+            m = _STEP_DIR.match(child.name)
+            if m and child.is_dir():
+                out.append(Checkpoint(child, int(m.group(1))))
+    return sorted(out, key=lambda c: c.step, reverse=True)
+
+
+def verify(path: Path) -> dict[str, Any]:
+    """The checkpoint's meta if every file is present and matches its checksum."""
+    meta_path = path / "meta.json"
+    if not meta_path.is_file():
+        raise CheckpointError(f"{path}: no meta.json (the checkpoint was never completed)")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{meta_path}: corrupted ({exc})") from None
+    for name, digest in meta.get("sha256", {}).items():
+        f = path / name
+        if not f.is_file():
+            raise CheckpointError(f"{f}: missing")
+        if sha256_file(f) != digest:
+            raise CheckpointError(f"{f}: checksum mismatch (truncated or corrupted)")
+    return meta
+
+
+def latest_valid(root: Path) -> Checkpoint | None:
+    """Newest checkpoint that verifies; warns about each broken one skipped."""
+    for ckpt in step_dirs(root):
+        try:
+            verify(ckpt.path)
+            return ckpt
+        except CheckpointError as exc:
+            warnings.warn(f"skipping checkpoint: {exc}", stacklevel=2)
+    return None
+
+
+def save(
+    root: Path,
+    step: int,
+    model_state: dict[str, Tensor],
+    train_state: dict[str, Any],
+    config: dict[str, Any],
+    keep_last: int = 3,
+    scheduled_every: int = 0,
+) -> Path:
+    """Write checkpoint ``step`` atomically under ``root`` and prune old ones.
+
+    With ``scheduled_every`` (the run's ``save_every``), the ``keep_last`` newest
+    checkpoints at multiples of it are kept, plus the newest of all: a checkpoint
+    written off schedule (after ``save_every_minutes``, on a signal) never evicts a
+    scheduled one, which ``compare`` fine-tunes later. Without it, the
+    ``keep_last`` newest are kept.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step-{step:08d}"
+    tmp = root / f".tmp-step-{step:08d}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        save_file(model_state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        torch.save(train_state, tmp / "train_state.pt")
+        (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        for name in FILES:
+            fsync_file(tmp / name)
+        meta = {
+            "format_version": FORMAT_VERSION,
+            "step": step,
+            "sha256": {name: sha256_file(tmp / name) for name in FILES},
+        }
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        fsync_file(tmp / "meta.json")
+        fsync_dir(tmp)
+        if final.exists():  # re-saving the same step (e.g. end of run after a periodic save)
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        fsync_dir(root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for old in _prunable(step_dirs(root), max(keep_last, 1), scheduled_every):
+        shutil.rmtree(old.path, ignore_errors=True)
+    return final
+
+
+def _prunable(newest_first: list[Checkpoint], keep_last: int, every: int) -> list[Checkpoint]:
+    """The checkpoints :func:`save` removes (see its docstring)."""
+    if every <= 0:
+        return newest_first[keep_last:]
+    scheduled = [c for c in newest_first if c.step % every == 0][:keep_last]
+    keep = {c.step for c in scheduled} | {c.step for c in newest_first[:1]}
+    return [c for c in newest_first if c.step not in keep]
+
+
+def load(path: Path) -> tuple[dict[str, Tensor], dict[str, Any], dict[str, Any]]:
+    """(model state, train state, config) of a verified checkpoint directory."""
+    verify(path)
+    try:
+        model_state = load_file(str(path / "model.safetensors"))
+        train_state = torch.load(path / "train_state.pt", map_location="cpu", weights_only=True)
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except Exception as exc:
+        raise CheckpointError(f"{path}: cannot load ({type(exc).__name__}: {exc})") from None
+    return model_state, train_state, config
+
+
+def resolve(path: str | os.PathLike[str]) -> Path:
+    """A checkpoint directory from a step dir, a ``checkpoints`` dir or a run dir."""
+    p = Path(path)
+    if (p / "meta.json").is_file():
+        return p
+    for root in (p, p / "checkpoints"):
+        ckpt = latest_valid(root)
+        if ckpt is not None:
+            return ckpt.path
+    raise CheckpointError(f"{p}: no valid checkpoint found")

@@ -1,0 +1,250 @@
+"""Parameter counts and training FLOPs, as the paper reports them.
+
+Two counts, for two purposes:
+
+* :func:`paper_train_flops` follows the official ``flops_computation.py``
+  (Clark et al.): every operation counted (matmuls as 2*m*n, plus softmax,
+  LayerNorm, GELU, dropout), *dense* embedding lookups (a one-hot matmul,
+  2*E*V per token), the generator softmax at ``output_frac`` of the tokens,
+  and backward = forward (so training = 2 x forward). This is the number to
+  report next to results and to compare with the paper: ELECTRA-Small at 1M
+  steps of 128 x 128 gives 1.29e18 (paper: 1.4e18; BERT-Small at 1.45M steps
+  gives 1.42e18 here).
+* :func:`executed_matmul_flops` counts the matmul FLOPs a training step
+  really executes (forward + 2 x backward = 3 x forward; embedding lookups
+  free; the generator head at the masked positions only). This is the
+  numerator of MFU.
+"""
+
+from __future__ import annotations
+
+import json
+
+from electra.model.config import ElectraConfig, generator_config, preset
+from electra.pretrain.config import PRESETS
+from electra.pretrain.objectives import objective_named
+from electra.pretrain.options import FlopsCommand
+
+# Per-element costs of the official script.
+DROPOUT_FLOPS = 4  # random number, >=, mask multiply, rescale
+LAYER_NORM_FLOPS = 5  # mean, variance, subtract/divide, scale, bias
+ACTIVATION_FLOPS = 8  # tanh-GELU
+SOFTMAX_FLOPS = 5  # max, subtract, exp, sum, divide
+
+OFFICIAL_OUTPUT_FRAC = 0.15625  # generator softmax fraction used by the official script
+
+
+def _mixing(c: ElectraConfig) -> tuple[float, int, int]:
+    """Matmul FLOPs per token of one layer's token mixing, except the (L, L) products,
+    with the attention width A and the number of self-attention heads.
+
+    ELECTRA: q, k, v and output projections (8 h^2), A = h. ConvBERT's mixed attention
+    (``conv_kernel_size``): q, k, v to A = h/2, the separable span convolution, the
+    dynamic-kernel and convolution-value projections, the output (the K-tap weighted
+    sum runs as elementwise products, not a matmul: see :func:`_block_flops`).
+    """
+    h = c.hidden_size
+    if not c.conv_kernel_size:
+        return 4 * 2 * h * h, h, c.num_attention_heads
+    a, n, k = c.hidden_size // 2, c.mixed_heads, c.conv_kernel_size
+    flops = 3 * 2 * h * a + 2 * h * k + 2 * h * a + 2 * a * n * k + 2 * h * a
+    return flops + 2 * h * h, a, n
+
+
+def _mixing_parameters(c: ElectraConfig) -> int:
+    """Parameters of one layer's attention block before its output projection."""
+    h = c.hidden_size
+    if not c.conv_kernel_size:
+        return 3 * (h * h + h)
+    a, n, k = c.hidden_size // 2, c.mixed_heads, c.conv_kernel_size
+    return 3 * (h * a + a) + h * k + h * a + a + (a * n * k + n * k) + (h * a + a)
+
+
+def _block_flops(c: ElectraConfig, s: int) -> float:
+    """Forward FLOPs of one transformer layer per token (official formula)."""
+    h, i = c.hidden_size, c.intermediate_size
+    mixing, a, heads = _mixing(c)
+    return (
+        mixing  # q, k, v projections, attention output (and ConvBERT's convolution)
+        + 2 * a * c.conv_kernel_size  # ConvBERT's K-tap weighted sum (0 for ELECTRA)
+        + 3 * a  # q, k, v biases
+        + 2 * a * s  # attention scores
+        + SOFTMAX_FLOPS * s * heads
+        + DROPOUT_FLOPS * s * heads
+        + s * heads  # scaling
+        + 2 * a * s  # weighted sum of values
+        + h  # bias
+        + DROPOUT_FLOPS * h
+        + h  # residual
+        + LAYER_NORM_FLOPS  # (sic: the official script counts LN here as 5, not 5h)
+        + 2 * h * i  # FFN up
+        + ACTIVATION_FLOPS * i
+        + i
+        + 2 * h * i  # FFN down
+        + h
+        + DROPOUT_FLOPS * h
+        + h
+        + LAYER_NORM_FLOPS * h
+    )
+
+
+def _input_embedding_flops(c: ElectraConfig, s: int) -> float:
+    e, h, v = c.embedding_size, c.hidden_size, c.vocab_size
+    flops = 2 * e * v  # dense lookup (one-hot matmul)
+    flops += 2 * e * (s + 2) + 2 * e + LAYER_NORM_FLOPS * e + DROPOUT_FLOPS * e
+    if e != h:
+        flops += 2 * h * e + h  # embeddings_project
+    return flops
+
+
+def _mlm_output_flops(c: ElectraConfig, output_frac: float) -> float:
+    e, h, v = c.embedding_size, c.hidden_size, c.vocab_size
+    per_pred = (
+        2 * e * v  # tied output matmul
+        + 2 * h * e
+        + e  # dense to embedding width
+        + ACTIVATION_FLOPS * e
+        + LAYER_NORM_FLOPS * e
+        + SOFTMAX_FLOPS * v
+        + 2 * v  # target word
+    )
+    return output_frac * per_pred
+
+
+def _disc_output_flops(c: ElectraConfig) -> float:
+    h = c.hidden_size
+    return 2 * h * h + h + ACTIVATION_FLOPS * h + 2 * h
+
+
+def paper_forward_flops_per_token(
+    c: ElectraConfig, seq_len: int, head: str, output_frac: float = OFFICIAL_OUTPUT_FRAC
+) -> float:
+    """Forward FLOPs per token of one encoder with a ``"disc"`` or ``"mlm"`` head."""
+    body = c.num_hidden_layers * _block_flops(c, seq_len) + _input_embedding_flops(c, seq_len)
+    out = _disc_output_flops(c) if head == "disc" else _mlm_output_flops(c, output_frac)
+    return body + out
+
+
+def output_frac_for(mask_prob: float) -> float:
+    """The official 0.15625 at mask rate 15%, scaled for other mask rates."""
+    return OFFICIAL_OUTPUT_FRAC * mask_prob / 0.15
+
+
+def trained_encoders(
+    disc: ElectraConfig,
+    objective: str,
+    generator_size: float,
+    generator: ElectraConfig | None = None,
+) -> list[tuple[ElectraConfig, str]]:
+    """(shape, head) of every encoder an objective trains, the full-size one first:
+    the discriminator and a generator for RTD, one MLM encoder for MLM."""
+    kind = objective_named(objective)
+    encoders = [(disc, kind.main_head)]
+    if kind.has_discriminator:
+        encoders.append((generator or generator_config(disc, generator_size), "mlm"))
+    return encoders
+
+
+def paper_train_flops_per_step(
+    disc: ElectraConfig,
+    batch_size: int,
+    seq_len: int,
+    objective: str = "rtd",
+    generator_size: float = 0.25,
+    mask_prob: float = 0.15,
+    generator: ElectraConfig | None = None,
+) -> float:
+    """Training FLOPs of one step, official methodology (training = 2 x forward).
+
+    ``generator`` gives the generator's shape when it is not ``generator_size``
+    times the discriminator's (a released generator).
+    """
+    frac = output_frac_for(mask_prob)
+    per_token = sum(
+        paper_forward_flops_per_token(c, seq_len, head, frac)
+        for c, head in trained_encoders(disc, objective, generator_size, generator)
+    )
+    return 2.0 * per_token * batch_size * seq_len
+
+
+def executed_matmul_flops_per_step(
+    disc: ElectraConfig,
+    batch_size: int,
+    seq_len: int,
+    objective: str = "rtd",
+    generator_size: float = 0.25,
+    n_masked: int | None = None,
+) -> float:
+    """Matmul FLOPs a training step executes (3 x forward), the numerator of MFU.
+
+    ``n_masked`` is the number of masked positions in the batch (defaults to
+    15% of the tokens); the generator head runs only there.
+    """
+    tokens = batch_size * seq_len
+    if n_masked is None:
+        n_masked = round(0.15 * tokens)
+
+    def body(c: ElectraConfig) -> float:
+        h, i, e = c.hidden_size, c.intermediate_size, c.embedding_size
+        mixing, a, _ = _mixing(c)
+        per_layer = mixing + 4 * h * i + 4 * a * seq_len  # qkv+out, FFN, scores+values
+        proj = 2 * e * h if e != h else 0
+        return tokens * (c.num_hidden_layers * per_layer + proj)
+
+    def head_flops(c: ElectraConfig, head: str) -> float:
+        if head == "disc":  # every token
+            return tokens * 2 * c.hidden_size * (c.hidden_size + 1)
+        return n_masked * (  # the masked positions only
+            2 * c.hidden_size * c.embedding_size + 2 * c.embedding_size * c.vocab_size
+        )
+
+    fwd = sum(
+        body(c) + head_flops(c, head)
+        for c, head in trained_encoders(disc, objective, generator_size)
+    )
+    return 3.0 * fwd
+
+
+def count_parameters(c: ElectraConfig, head: str = "none") -> int:
+    """Analytic parameter count of one encoder (+ ``disc`` or ``mlm`` head)."""
+    e, h, i, v = c.embedding_size, c.hidden_size, c.intermediate_size, c.vocab_size
+    emb = (v + c.max_position_embeddings + c.type_vocab_size) * e + 2 * e
+    proj = (e * h + h) if e != h else 0
+    layer = _mixing_parameters(c) + (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
+    heads = {
+        "none": 0,
+        "disc": h * h + h + h + 1,
+        "mlm": h * e + e + 2 * e + v,  # dense, LayerNorm, output bias (weight tied)
+    }
+    return emb + proj + c.num_hidden_layers * layer + heads[head]
+
+
+def flops_cli(cmd: FlopsCommand) -> int:
+    """Run ``electra flops`` (its ``--help`` is :class:`~electra.pretrain.options.FlopsCommand`'s docstring)."""
+    disc = preset(cmd.preset)  # raises a clear error for an unknown name
+    recipe = PRESETS[cmd.preset]
+    batch = cmd.batch_size or recipe.batch_size
+    seq = cmd.seq_len or recipe.max_seq_length
+    steps = cmd.steps or recipe.max_steps
+    gen = generator_config(disc, recipe.generator_size)
+    per_step = paper_train_flops_per_step(
+        disc, batch, seq, cmd.objective, recipe.generator_size, recipe.mask_prob
+    )
+    print(
+        json.dumps(
+            {
+                "preset": cmd.preset,
+                "discriminator_params": count_parameters(disc, "disc"),
+                "generator_params_not_shared": count_parameters(gen, "mlm")
+                - (disc.vocab_size + disc.max_position_embeddings + disc.type_vocab_size + 2)
+                * disc.embedding_size,
+                "batch_size": batch,
+                "seq_len": seq,
+                "steps": steps,
+                "train_flops_per_step": per_step,
+                "train_flops_total": per_step * steps,
+            },
+            indent=2,
+        )
+    )
+    return 0

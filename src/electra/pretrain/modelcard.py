@@ -1,0 +1,320 @@
+"""Model cards: the ``README.md`` of every exported Hugging Face directory.
+
+The Hugging Face convention is a Markdown file with YAML metadata on top. A
+user who finds one of our directories months later must learn from it alone
+what it is (discriminator or generator, shape), what it saw (data, tokenizer,
+steps, tokens, training FLOPs counted the paper's way), where it started
+(random weights, or which checkpoint, by SHA-256 of its weights) and how it
+scored when that is known. Everything comes from the run's resolved config,
+its blocks' manifest and its summary: nothing is typed by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from electra.config import from_dict
+from electra.model.config import ElectraConfig
+from electra.pretrain.flops import paper_train_flops_per_step
+from electra.pretrain.objectives import objective_named
+from electra.system.files import atomic_write_bytes
+
+_KINDS = {
+    "discriminator": (
+        "ElectraForPreTraining",
+        "the ELECTRA discriminator (replaced-token detection head): the model to fine-tune",
+    ),
+    "generator": (
+        "ElectraForMaskedLM",
+        "the small ELECTRA generator (masked-language-model head), trained with the "
+        "discriminator and usually discarded",
+    ),
+}
+_SCORES = (
+    ("val/gen_accuracy", "generator accuracy at masked positions"),
+    ("val/disc_accuracy", "discriminator accuracy (all tokens)"),
+    ("val/replaced_precision", "replaced-token precision"),
+    ("val/replaced_recall", "replaced-token recall"),
+    ("val/mlm_loss", "generator MLM loss"),
+    ("val/disc_loss", "discriminator loss"),
+)
+
+
+def card_facts(config: dict[str, Any], step: int, summary: dict[str, Any] | None) -> dict[str, Any]:
+    """What a card says, from a checkpoint's resolved config, its step and the run summary."""
+    model = from_dict(
+        ElectraConfig, {k: v for k, v in config["model"].items() if k != "preset"}, "config"
+    )
+    generator = (
+        from_dict(ElectraConfig, config["generator"], "config") if config.get("generator") else None
+    )
+    optim, objective = config["optim"], config["objective"]
+    length = int(config["data"]["block_length"])
+    per_step = paper_train_flops_per_step(
+        model,
+        optim["batch_size"],
+        length,
+        objective["objective"],
+        objective["generator_size"],
+        objective["mask_prob"],
+        generator=generator,
+    )
+    return {
+        "model": model,
+        "generator": generator,
+        "objective": objective["objective"],
+        "embedding_sharing": objective.get("embedding_sharing", "tied"),
+        "step": step,
+        "tokens": step * optim["batch_size"] * length,
+        "train_flops": step * per_step,
+        "learning_rate": optim["learning_rate"],
+        "warmup_steps": optim["warmup_steps"],
+        "max_steps": optim["max_steps"],
+        "batch_size": optim["batch_size"],
+        "block_length": length,
+        "blocks": config["data"]["blocks"],
+        "manifest": _manifest(Path(config["data"]["blocks"])),
+        "origin": config.get("origin"),
+        "summary": summary or {},
+    }
+
+
+def _manifest(blocks: Path) -> dict[str, Any]:
+    try:
+        return json.loads((blocks / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def _front_matter(kind: str) -> str:
+    tags = ["electra", "pretraining", "replaced-token-detection"]
+    lines = ["---", "library_name: transformers", "tags:"] + [f"- {t}" for t in tags]
+    if kind == "generator":
+        lines.append("pipeline_tag: fill-mask")
+    return "\n".join(lines + ["---", ""])
+
+
+def _shape(c: ElectraConfig) -> str:
+    return (
+        f"{c.num_hidden_layers} layers, hidden {c.hidden_size}, FFN {c.intermediate_size}, "
+        f"{c.num_attention_heads} heads, embeddings {c.embedding_size}, "
+        f"vocabulary {c.vocab_size}, up to {c.max_position_embeddings} tokens"
+    )
+
+
+def _data_lines(facts: dict[str, Any]) -> list[str]:
+    m = facts["manifest"]
+    lines = [f"- blocks: `{facts['blocks']}` ({facts['block_length']} tokens per block)"]
+    if m:
+        train = m.get("splits", {}).get("train", {})
+        sources = m.get("sources", [])
+        names = ", ".join(f"`{Path(s['path']).name}`" for s in sources[:8])
+        more = f" and {len(sources) - 8} more" if len(sources) > 8 else ""
+        lines.append(
+            f"- corpus: {len(sources)} files ({names}{more}), "
+            f"{train.get('documents', 0):,} training documents, "
+            f"{train.get('blocks', 0):,} training blocks"
+        )
+        tok = m.get("tokenizer", {})
+        lines.append(
+            f"- tokenizer: sha256 `{tok.get('sha256', '?')[:16]}` from `{tok.get('source')}`"
+        )
+    return lines
+
+
+def _origin_lines(origin: dict[str, Any] | None) -> list[str]:
+    if not origin:
+        return ["Pre-trained from random initialisation."]
+    lines = [
+        "Continued pre-training of",
+        f"- discriminator `{origin['discriminator']}` "
+        f"(`{origin['discriminator_weights']}` sha256 `{origin['discriminator_sha256']}`)",
+    ]
+    if origin.get("fresh_head"):
+        lines.append("- with a fresh replaced-token head (the directory held an encoder only)")
+    if origin.get("generator"):
+        lines.append(
+            f"- generator `{origin['generator']}` "
+            f"(`{origin['generator_weights']}` sha256 `{origin['generator_sha256']}`)"
+        )
+    else:
+        lines.append("- with a fresh generator (the starting directory had none)")
+    lines.append("")
+    lines.append(
+        "Steps, tokens and FLOPs below count this continued run only, not the "
+        "pre-training of the starting checkpoint."
+    )
+    return lines
+
+
+def _score_lines(summary: dict[str, Any]) -> list[str]:
+    lines = [f"| {label} | {summary[key]:.4f} |" for key, label in _SCORES if key in summary]
+    if not lines:
+        return ["No scores known (the run had no validation)."]
+    return [
+        "On the run's held-out validation blocks:",
+        "",
+        "| metric | value |",
+        "|---|---|",
+        *lines,
+    ]
+
+
+def model_card(kind: str, facts: dict[str, Any]) -> str:
+    """The README.md text for an exported ``discriminator`` or ``generator`` directory."""
+    arch, what = _KINDS[kind]
+    if not objective_named(facts["objective"]).has_discriminator:
+        what = "a masked-language model trained as BERT is (the MLM baseline of this toolkit)"
+    shape = facts["model"] if kind == "discriminator" else facts["generator"] or facts["model"]
+    s = facts["summary"]
+    minutes = f", {s['elapsed_s'] / 60:.1f} minutes" if "elapsed_s" in s else ""
+    stopped = (
+        f" (stopped by {s['stopped']})" if s.get("stopped", "max_steps") != "max_steps" else ""
+    )
+    body = [
+        _front_matter(kind),
+        f"# ELECTRA {kind} (`{shape.hf_architecture(arch)}`)",
+        "",
+        f"This is {what}. Shape: {_shape(shape)}.",
+        "",
+        "## Origin",
+        "",
+        *_origin_lines(facts["origin"]),
+        "",
+        "## Training",
+        "",
+        f"- objective: {facts['objective']}{_sharing(facts)}",
+        f"- steps: {facts['step']:,} of {facts['batch_size']} blocks{minutes}{stopped}",
+        f"- tokens: {facts['tokens']:,}",
+        f"- training FLOPs: {facts['train_flops']:.3g} (counted as the ELECTRA paper does)",
+        f"- peak learning rate {facts['learning_rate']:g}, {facts['warmup_steps']} warm-up steps,"
+        f" linear decay to zero at step {facts['max_steps']:,}",
+        "",
+        "## Data",
+        "",
+        *_data_lines(facts),
+        "",
+        "## Scores",
+        "",
+        *_score_lines(s),
+        "",
+        "## Use",
+        "",
+        *_use_lines(arch, shape),
+        "",
+        "Made with the `electra` toolkit (`electra pretrain`, `electra export`).",
+        "",
+    ]
+    return "\n".join(body)
+
+
+def _use_lines(arch: str, shape: ElectraConfig) -> list[str]:
+    """How to load the export: with transformers, or (local convolution) with electra only."""
+    if shape.local_conv_kernel:
+        return [
+            f"This model has a local convolution (`local_conv_kernel = {shape.local_conv_kernel}`"
+            "), which Hugging Face's ELECTRA does not have: `transformers` would load it "
+            "without the convolution (its weights listed as UNEXPECTED) and compute something "
+            "else. Load, fine-tune and export it with the `electra` toolkit:",
+            "",
+            "```bash",
+            "electra finetune --model path/to/this/directory --task nsmc",
+            "```",
+        ]
+    if shape.conv_kernel_size:
+        arch = shape.hf_architecture(arch)
+        head = (
+            " The replaced-token detection head is not part of transformers' ConvBERT: "
+            "its weights are listed as unused when it loads."
+            if arch == "ConvBertModel"
+            else ""
+        )
+        return [
+            f"An ELECTRA with ConvBERT's mixed attention (`conv_kernel_size = "
+            f"{shape.conv_kernel_size}`, `head_ratio = {shape.head_ratio}`), which "
+            f"`transformers` loads as ConvBERT (`{arch}`; for a task, "
+            f"`ConvBertForSequenceClassification` and the like).{head}",
+            "",
+            *_snippet(arch),
+        ]
+    return _snippet(arch)
+
+
+def _snippet(arch: str) -> list[str]:
+    return [
+        "```python",
+        f"from transformers import {arch}, AutoTokenizer",
+        f'model = {arch}.from_pretrained("path/to/this/directory")',
+        'tokenizer = AutoTokenizer.from_pretrained("path/to/this/directory")',
+        "```",
+    ]
+
+
+def finetuned_card(architecture: str, info: dict[str, Any]) -> str:
+    """The README.md text of a fine-tuned model (``info``: its ``electra_task.json``)."""
+    scores = info.get("dev_scores") or {}
+    score_lines = [
+        f"| {k} | {v:.4f} |" for k, v in scores.items() if isinstance(v, int | float)
+    ] or ["| (none recorded) | |"]
+    labels = ", ".join(f"`{x}`" for x in info.get("labels", [])) or "none (regression or spans)"
+    recipe = info.get("recipe", {})
+    body = [
+        "---",
+        "library_name: transformers",
+        "tags:",
+        "- electra",
+        f"- {info['task']}",
+        "---",
+        "",
+        f"# ELECTRA fine-tuned on {info['task']} (`{architecture}`)",
+        "",
+        f"A {info['family']} model; labels: {labels}.",
+        "",
+        "## Origin",
+        "",
+        f"Fine-tuned from `{info.get('source_model', '?')}` (seed {info.get('seed')}, "
+        f"best epoch {info.get('best_epoch')} selected on dev by {info.get('main_metric')}).",
+        "",
+        "## Training",
+        "",
+        *[f"- {k}: {v}" for k, v in recipe.items() if not isinstance(v, dict | list)],
+        "",
+        "## Data",
+        "",
+        *[f"- {k}: {v}" for k, v in (info.get("data") or {}).items() if v not in (None, "")],
+        "",
+        "## Scores (dev)",
+        "",
+        "| metric | value |",
+        "|---|---|",
+        *score_lines,
+        "",
+        "Test scores, when measured, are in the run's `results.json`. Made with the `electra`"
+        " toolkit (`electra finetune`).",
+        "",
+    ]
+    return "\n".join(body)
+
+
+def write_model_card(directory: str | Path, kind: str, facts: dict[str, Any]) -> Path:
+    """Write ``DIRECTORY/README.md`` atomically; returns its path."""
+    return write_card_text(directory, model_card(kind, facts))
+
+
+def write_card_text(directory: str | Path, text: str) -> Path:
+    """Write ``text`` as ``DIRECTORY/README.md`` atomically; returns its path."""
+    path = Path(directory) / "README.md"
+    atomic_write_bytes(path, text.encode("utf-8"))
+    return path
+
+
+def _sharing(facts: dict[str, Any]) -> str:
+    """Said only when not the paper's tied sharing (cards of tied runs are unchanged)."""
+    if facts.get("embedding_sharing", "tied") == "tied":
+        return ""
+    return (
+        f", embedding sharing {facts['embedding_sharing']} (the discriminator's tables here "
+        "are the merged shared table + its delta)"
+    )

@@ -1,0 +1,560 @@
+"""The pre-training objectives, whole: replaced token detection (RTD) and MLM.
+
+RTD, as in the paper (Clark et al., 2020) and the official code
+(``google-research/electra``):
+
+1. choose 15% of the non-special, non-pad positions (at most
+   ``max_predictions_per_seq = int((p + 0.005) * L)`` per sequence);
+2. replace 85% of them with ``[MASK]`` and keep 15% (no random tokens);
+3. the generator predicts the originals there (``L_MLM``, a mean over the
+   masked positions), its LM head evaluated only at those positions;
+4. a replacement is sampled from the generator's softmax, in fp32 and without
+   gradient (by inverse CDF: one uniform number per masked position, where the
+   official code's Gumbel-max draws one per vocabulary entry: same
+   distribution, a vocabulary's worth fewer random numbers);
+5. the discriminator labels every non-pad token replaced/original, where a
+   sample equal to the original counts as original (``L_Disc``, a mean BCE
+   over non-pad positions);
+6. ``loss = gen_weight * L_MLM + disc_weight * L_Disc`` (1 and 50).
+
+The MLM baseline trains the same encoder as BERT (15%, 80/10/10) so the two
+objectives can be compared in one harness at equal compute.
+
+All randomness of the objective (position choice, mask/keep split, random
+tokens, sampling noise) comes from an injectable ``torch.Generator``, or from a
+:class:`SampleRNG` that seeds one generator per sample. The training loop uses
+the latter, seeded by each block's index in the global data stream: a block
+is then masked and corrupted identically whatever batch, rank or
+accumulation step it lands in, so a 2-process run reproduces a 1-process run
+and a resumed run needs no objective RNG state. Dropout uses the global RNG,
+whose state the training loop checkpoints.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from electra.config import ConfigError
+from electra.model.config import ElectraConfig, generator_config
+from electra.model.encoder import (
+    DisentangledEmbeddings,
+    ElectraDiscriminator,
+    ElectraEmbeddings,
+    ElectraGenerator,
+    GeneratorPredictions,
+    TiedLMHead,
+    init_weights,
+)
+from electra.pretrain.config import ObjectiveConfig
+from electra.text.special import SpecialIds
+
+
+class SampleRNG:
+    """One seeded ``torch.Generator`` per sample of the batch.
+
+    Every draw of the objective is made row by row from the row's own
+    generator, in a fixed order (position keys, mask/keep split, random
+    tokens, sampling noise), so the randomness a sample receives depends only on
+    its seed.
+
+    ``picks`` optionally gives, per sample, the number of positions the
+    objective will mask, computed on the host from the CPU batch with
+    :func:`picks_per_row`; the per-sample noise of the generator's sampling
+    is then sized without reading the count back from the GPU (a host sync).
+    """
+
+    def __init__(
+        self,
+        seeds: Sequence[int],
+        device: torch.device | str = "cpu",
+        picks: Sequence[int] | None = None,
+    ) -> None:
+        self.device = torch.device(device)
+        self.picks = None if picks is None else [int(n) for n in picks]
+        self.generators = [
+            torch.Generator(device=self.device).manual_seed(int(s) & 0xFFFF_FFFF_FFFF_FFFF)
+            for s in seeds
+        ]
+
+    @staticmethod
+    def seeds_for(base_seed: int, stream_indices: Sequence[int]) -> list[int]:
+        """Seeds for samples at these positions of the global data stream."""
+        return [
+            (base_seed * 0x9E3779B97F4A7C15 + int(i) * 0xBF58476D1CE4E5B9 + 1)
+            for i in stream_indices
+        ]
+
+
+Randomness = Union[torch.Generator, SampleRNG, None]  # noqa: UP007 (runtime alias)
+
+
+def _uniform(rng: Randomness, shape: tuple[int, int], device: torch.device) -> Tensor:
+    if isinstance(rng, SampleRNG):
+        _check_rows(rng, shape[0])
+        return torch.stack(
+            [torch.rand(shape[1], generator=g, device=device) for g in rng.generators]
+        )
+    return torch.rand(shape, generator=rng, device=device)
+
+
+def _randint(rng: Randomness, high: int, shape: tuple[int, int], device: torch.device) -> Tensor:
+    if isinstance(rng, SampleRNG):
+        _check_rows(rng, shape[0])
+        return torch.stack(
+            [
+                torch.randint(0, high, (shape[1],), generator=g, device=device)
+                for g in rng.generators
+            ]
+        )
+    return torch.randint(0, high, shape, generator=rng, device=device)
+
+
+def _uniform_rows(rng: Randomness, counts: Tensor | None, width: int, n: int, device) -> Tensor:
+    """(n, width) uniform noise; with a SampleRNG, ``counts[b]`` rows from sample b."""
+    if isinstance(rng, SampleRNG):
+        if counts is None:
+            raise ValueError("per-sample randomness needs the number of rows per sample")
+        rows = rng.picks if rng.picks is not None else counts.tolist()  # tolist: a sync
+        parts = [
+            torch.rand(int(c), width, generator=g, device=device)
+            for g, c in zip(rng.generators, rows, strict=True)
+        ]
+        return torch.cat(parts) if parts else torch.empty(0, width, device=device)
+    return torch.rand(n, width, generator=rng, device=device)
+
+
+def _check_rows(rng: SampleRNG, rows: int) -> None:
+    if len(rng.generators) != rows:
+        raise ValueError(f"SampleRNG has {len(rng.generators)} seeds for a batch of {rows}")
+
+
+def max_predictions_per_seq(mask_prob: float, seq_len: int) -> int:
+    """The official cap on masked positions per sequence."""
+    return int((mask_prob + 0.005) * seq_len)
+
+
+@dataclass
+class Masked:
+    """Result of masking a batch."""
+
+    input_ids: Tensor  # (B, L) ids with the chosen positions corrupted
+    is_masked: Tensor  # (B, L) bool, the chosen positions
+    positions: Tensor  # (N,) flat indices of the chosen positions into B*L
+    labels: Tensor  # (N,) original ids there
+
+
+def choose_positions(
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    special: SpecialIds,
+    mask_prob: float,
+    rng: Randomness,
+) -> Tensor:
+    """(B, L) bool mask of positions to predict.
+
+    Per sequence, ``round(mask_prob * candidates)`` positions (at least one
+    when there is a candidate, at most the official cap) are drawn uniformly
+    without replacement among the non-special, non-pad tokens.
+    """
+    B, L = input_ids.shape
+    candidate = _candidates(input_ids, attention_mask, special)
+    n_pick = _n_pick(candidate, mask_prob)
+    # Random keys; non-candidates sort last. The k smallest keys are a uniform
+    # sample without replacement.
+    keys = _uniform(rng, (B, L), input_ids.device)
+    keys = keys.masked_fill(~candidate, 2.0)
+    order = keys.argsort(dim=-1)
+    rank = torch.empty_like(order)
+    rank.scatter_(1, order, torch.arange(L, device=input_ids.device).expand(B, L))
+    return (rank < n_pick[:, None]) & candidate
+
+
+def _candidates(input_ids: Tensor, attention_mask: Tensor, special: SpecialIds) -> Tensor:
+    """(B, L) bool: real tokens that are not special (compared with Python ints: no
+    host-to-device copy of the special ids)."""
+    candidate = attention_mask.bool()
+    for token in special.never_masked:
+        candidate = candidate & (input_ids != token)
+    return candidate
+
+
+def _n_pick(candidate: Tensor, mask_prob: float) -> Tensor:
+    """(B,) positions to mask per sequence: the rounded share, at least one, at most the cap."""
+    n_cand = candidate.sum(-1)
+    cap = max_predictions_per_seq(mask_prob, candidate.shape[1])
+    n_pick = torch.round(n_cand.float() * mask_prob).long().clamp(min=1, max=max(cap, 1))
+    return torch.minimum(n_pick, n_cand)
+
+
+def picks_per_row(
+    input_ids: Tensor, attention_mask: Tensor, special: SpecialIds, mask_prob: float
+) -> list[int]:
+    """How many positions :func:`choose_positions` masks in each row, for CPU tensors.
+
+    The training loop computes it from the batch before it goes to the GPU
+    (see :class:`SampleRNG`); same function, so always the same numbers.
+    """
+    return _n_pick(_candidates(input_ids, attention_mask, special), mask_prob).tolist()
+
+
+def mask_batch(
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    special: SpecialIds,
+    mask_prob: float,
+    rng: Randomness,
+    style: Literal["electra", "bert"] = "electra",
+    mask_token_prob: float = 0.85,
+) -> Masked:
+    """Choose positions and corrupt them.
+
+    ``electra``: ``mask_token_prob`` of them become [MASK], the rest keep their
+    token. ``bert``: 80% [MASK], 10% a random token, 10% kept.
+    """
+    is_masked = choose_positions(input_ids, attention_mask, special, mask_prob, rng)
+    B, L = input_ids.shape
+    u = _uniform(rng, (B, L), input_ids.device)
+    # torch.where rather than boolean-mask assignment, which syncs (nonzero) on a GPU.
+    if style == "electra":
+        corrupted = torch.where(is_masked & (u < mask_token_prob), special.mask, input_ids)
+    else:
+        corrupted = torch.where(is_masked & (u < 0.8), special.mask, input_ids)
+        random_pos = is_masked & (u >= 0.8) & (u < 0.9)
+        random_ids = _randint(rng, special.vocab_size, (B, L), input_ids.device)
+        corrupted = torch.where(random_pos, random_ids, corrupted)
+    positions = is_masked.reshape(-1).nonzero().squeeze(-1)  # the one sync: N varies
+    labels = input_ids.reshape(-1).index_select(0, positions)
+    return Masked(corrupted, is_masked, positions, labels)
+
+
+def sample_from_weights(weights: Tensor, u: Tensor) -> Tensor:
+    """One id per row of (N, V) non-negative fp32 ``weights`` (unnormalised
+    probabilities), by inverse CDF with ``u`` (N,) uniform in [0, 1).
+
+    The first id whose cumulative weight exceeds ``u`` times the row's total:
+    exactly the categorical distribution, from one random number per row (the
+    Gumbel-max trick needs one per vocabulary entry, ~5% of a CPU step). An id
+    of zero weight is never chosen. (Exact up to fp32 rounding of the running
+    sum: an id whose weight is below its rounding error, ~1e-7 of the row's total
+    mass, can be skipped. The random stream differs from the Gumbel-max one, so a
+    checkpoint written before the change resumes correctly but not bit-exactly.)
+    """
+    cdf = weights.cumsum(dim=-1)  # (N, V)
+    point = (u * cdf[:, -1]).unsqueeze(-1)  # (N, 1), below the row's total
+    return torch.searchsorted(cdf, point, right=True).squeeze(-1).clamp_(max=cdf.shape[-1] - 1)
+
+
+class _FusedMLMLoss(torch.autograd.Function):
+    """Mean cross-entropy over (N, V) logits, and a sample from the same softmax pass.
+
+    One fp32 pass computes the softmax; its ``(softmax - onehot) / N`` is the
+    gradient, kept for backward, so no log-softmax backward and no (N, V)
+    zero-fill is needed. It is kept in bf16 under bf16 autocast (fp32's
+    exponent range, half the memory) but in fp32 under fp16: most entries are
+    below fp16's smallest subnormal (6e-8) before the loss scale multiplies
+    them, and would be flushed to zero; backward scales them first, then casts.
+    The sample reuses the exponentials (:func:`sample_from_weights`); ``noise``
+    is (N, 1) uniform in [0, 1).
+    """
+
+    @staticmethod
+    def forward(ctx, logits: Tensor, labels: Tensor, noise: Tensor):  # type: ignore[override]
+        x = logits.float()
+        if x.data_ptr() == logits.data_ptr():
+            x = x.clone()
+        rows = torch.arange(x.shape[0], device=x.device)
+        target = x[rows, labels]
+        top, argmax = x.max(dim=-1)
+        x.sub_(top[:, None]).exp_()  # unnormalised probabilities, max 1
+        total = x.sum(dim=-1)
+        loss = (total.log() + top - target).mean()
+        sampled = sample_from_weights(x, noise[:, 0])
+        x.div_(total[:, None])
+        x[rows, labels] -= 1.0
+        x.div_(max(x.shape[0], 1))
+        ctx.logits_dtype = logits.dtype
+        ctx.save_for_backward(x.to(saved_grad_dtype(logits.dtype)))
+        ctx.mark_non_differentiable(sampled, argmax)
+        return loss, sampled, argmax
+
+    @staticmethod
+    def backward(ctx, grad_loss: Tensor, _s: Tensor, _a: Tensor):  # type: ignore[override]
+        (grad,) = ctx.saved_tensors
+        grad = grad.mul_(grad_loss.to(grad.dtype))  # backward runs once: in place
+        return grad.to(ctx.logits_dtype), None, None
+
+
+def saved_grad_dtype(logits_dtype: torch.dtype) -> torch.dtype:
+    """The dtype the fused MLM loss keeps its gradient in: never fp16 (underflow)."""
+    return torch.float32 if logits_dtype == torch.float16 else logits_dtype
+
+
+def mlm_loss_and_sample(
+    logits: Tensor, labels: Tensor, rng: Randomness, rows_per_sample: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """(mean CE loss, a sample from the softmax, argmax) of (N, V) generator logits at temperature 1."""
+    if logits.shape[0] == 0:
+        empty = labels.new_empty(0)
+        return logits.sum() * 0.0, empty, empty
+    noise = _uniform_rows(rng, rows_per_sample, 1, logits.shape[0], logits.device)
+    return _FusedMLMLoss.apply(logits, labels, noise)
+
+
+@torch.no_grad()
+def sample_softmax(
+    logits: Tensor,
+    rng: Randomness,
+    temperature: float = 1.0,
+    rows_per_sample: Tensor | None = None,
+) -> Tensor:
+    """Sample one id per row of (N, V) logits from softmax(logits / temperature), in fp32.
+
+    The logits are upcast whatever the autocast dtype (an fp16 softmax of
+    large logits overflows). ``rows_per_sample`` (B,) says how many
+    consecutive rows belong to each sample (needed with a :class:`SampleRNG`).
+    """
+    x = logits.detach().float() / temperature
+    weights = (x - x.max(dim=-1, keepdim=True).values).exp_()
+    u = _uniform_rows(rng, rows_per_sample, 1, x.shape[0], x.device)
+    return sample_from_weights(weights, u[:, 0])
+
+
+@dataclass
+class PretrainOutput:
+    """Loss and diagnostics of one forward pass (scalars as 0-d tensors)."""
+
+    loss: Tensor
+    mlm_loss: Tensor
+    disc_loss: Tensor | None = None
+    gen_accuracy: Tensor | None = None
+    disc_accuracy: Tensor | None = None
+    replaced_precision: Tensor | None = None
+    replaced_recall: Tensor | None = None
+    disc_mlm_loss: Tensor | None = None
+    # For visualisation: (B, L) corrupted ids, replaced labels, discriminator logits.
+    corrupted_ids: Tensor | None = None
+    replaced: Tensor | None = None
+    disc_logits: Tensor | None = None
+
+    def metrics(self) -> tuple[list[str], Tensor]:
+        """Names and a 1-d fp32 tensor of the scalar metrics present (no host sync)."""
+        present = [(n, getattr(self, n)) for n in METRIC_NAMES if getattr(self, n) is not None]
+        values = torch.stack([v.detach().float() for _, v in present])
+        return [n for n, _ in present], values
+
+    def scalars(self) -> dict[str, float]:
+        """The scalar metrics as Python floats (one host sync)."""
+        names, values = self.metrics()
+        return dict(zip(names, values.tolist(), strict=True))
+
+
+METRIC_NAMES = (
+    "loss",
+    "mlm_loss",
+    "disc_loss",
+    "gen_accuracy",
+    "disc_accuracy",
+    "replaced_precision",
+    "replaced_recall",
+    "disc_mlm_loss",
+)
+
+
+class ElectraForPretraining(nn.Module):
+    """Generator + discriminator (RTD) or a single MLM encoder (BERT baseline).
+
+    For RTD the generator is built from the discriminator config scaled by
+    ``generator_size`` (or from ``generator_cfg``, e.g. a released generator's
+    shape) and shares the discriminator's embedding module (word, position and
+    token-type tables and their LayerNorm: the same ``Parameter`` objects). With
+    ``objective.embedding_sharing = "gdes"`` the generator owns that module instead
+    and the discriminator reads its tables through
+    :class:`~electra.model.encoder.DisentangledEmbeddings` (stop-gradient plus its own
+    delta). Either way the weights are drawn in the same order, so a gdes model
+    starts with exactly the tied model's outputs. For MLM there is only
+    ``generator``, at the full size.
+    """
+
+    def __init__(
+        self,
+        config: ElectraConfig,
+        objective: ObjectiveConfig,
+        special: SpecialIds,
+        generator_cfg: ElectraConfig | None = None,
+    ) -> None:
+        super().__init__()
+        if special.vocab_size != config.vocab_size:
+            raise ConfigError(
+                f"vocabulary has {special.vocab_size} tokens but model.vocab_size is "
+                f"{config.vocab_size}"
+            )
+        self.config = config
+        self.objective = objective
+        self.special = special
+        if objective.kind.has_discriminator:
+            self.discriminator = ElectraDiscriminator(config)
+            shared = self.discriminator.electra.embeddings
+            if objective.embedding_sharing == "gdes":  # the generator becomes the owner
+                self.discriminator.electra.embeddings = DisentangledEmbeddings(shared, config)
+            gen_cfg = generator_cfg or generator_config(config, objective.generator_size)
+            self.generator = ElectraGenerator(gen_cfg, embeddings=shared)
+            if objective.disc_prior_bias:
+                p = objective.mask_prob
+                with torch.no_grad():
+                    self.discriminator.discriminator_predictions.dense_prediction.bias.fill_(
+                        math.log(p / (1 - p))
+                    )
+            if objective.disc_mlm_weight > 0:
+                # Pre-training only: not part of the discriminator, so never exported.
+                self.disc_mlm_predictions = GeneratorPredictions(config)
+                init_weights(self.disc_mlm_predictions, config.initializer_range)
+                disc_embeddings = self.discriminator.electra.embeddings
+                self.disc_mlm_head = TiedLMHead(
+                    disc_embeddings
+                    if isinstance(disc_embeddings, DisentangledEmbeddings)
+                    else disc_embeddings.word_embeddings
+                )
+        else:
+            self.discriminator = None
+            self.generator = ElectraGenerator(config)
+
+    @property
+    def generator_config(self) -> ElectraConfig:
+        return self.generator.config
+
+    @property
+    def shared_embeddings(self) -> ElectraEmbeddings:
+        """The embedding module the generator shares (RTD): the discriminator's when tied,
+        the generator's own under gdes; the MLM encoder's for MLM."""
+        return self.generator.electra.embeddings
+
+    def encoder_to_keep(self) -> nn.Module:
+        """The model users fine-tune: the discriminator (RTD) or the MLM encoder."""
+        return self.discriminator if self.discriminator is not None else self.generator
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        rng: Randomness = None,
+        keep_tensors: bool = False,
+        full: bool | None = None,
+    ) -> PretrainOutput:
+        """Loss and metrics of a batch; ``full`` says, when the caller knows it from the
+        host copy of the batch, whether every attention_mask entry is 1 (else it is
+        read back from the device: a sync)."""
+        if attention_mask is None:
+            attention_mask = input_ids != self.special.pad
+        if full is None:
+            full = bool(attention_mask.all())
+        # SDPA runs its fast kernel when there is no mask; full blocks need none.
+        attn = None if full else attention_mask
+        if not self.objective.kind.has_discriminator:
+            return self._mlm(input_ids, attention_mask, attn, token_type_ids, rng)
+        return self._rtd(input_ids, attention_mask, attn, token_type_ids, rng, keep_tensors)
+
+    def _mlm(self, input_ids, attention_mask, attn, token_type_ids, rng) -> PretrainOutput:
+        obj = self.objective
+        m = mask_batch(
+            input_ids, attention_mask, self.special, obj.mask_prob, rng, style=obj.kind.masking
+        )
+        logits = self.generator(m.input_ids, attn, token_type_ids, positions=m.positions)
+        mlm_loss = F.cross_entropy(logits.float(), m.labels)
+        with torch.no_grad():
+            gen_acc = (logits.argmax(-1) == m.labels).float().mean()
+        return PretrainOutput(loss=mlm_loss, mlm_loss=mlm_loss, gen_accuracy=gen_acc)
+
+    def _rtd(
+        self, input_ids, attention_mask, attn, token_type_ids, rng, keep_tensors
+    ) -> PretrainOutput:
+        obj = self.objective
+        m = mask_batch(
+            input_ids,
+            attention_mask,
+            self.special,
+            obj.mask_prob,
+            rng,
+            style=obj.kind.masking,
+            mask_token_prob=obj.mask_token_prob,
+        )
+        gen_logits = self.generator(m.input_ids, attn, token_type_ids, positions=m.positions)
+        mlm_loss, sampled, gen_pred = self._sample_replacements(gen_logits, m, rng)
+        corrupted = input_ids.clone()
+        corrupted.view(-1).index_copy_(0, m.positions, sampled)
+        replaced = corrupted != input_ids  # a sample equal to the original is original
+
+        disc_logits, disc_mlm_loss = self._discriminate(corrupted, attn, token_type_ids, m)
+        weights = attention_mask.float()
+        per_token = F.binary_cross_entropy_with_logits(
+            disc_logits.float(), replaced.float(), reduction="none"
+        )
+        n_tokens = weights.sum().clamp(min=1.0)
+        disc_loss = (per_token * weights).sum() / n_tokens
+        loss = obj.gen_weight * mlm_loss + obj.disc_weight * disc_loss
+        if disc_mlm_loss is not None:
+            loss = loss + obj.disc_mlm_weight * disc_mlm_loss
+        with torch.no_grad():
+            gen_acc = (gen_pred == m.labels).float().mean()
+            disc_acc, precision, recall = detection_metrics(disc_logits, replaced, attention_mask)
+        out = PretrainOutput(
+            loss=loss,
+            mlm_loss=mlm_loss,
+            disc_loss=disc_loss,
+            gen_accuracy=gen_acc,
+            disc_accuracy=disc_acc,
+            replaced_precision=precision,
+            replaced_recall=recall,
+            disc_mlm_loss=disc_mlm_loss,
+        )
+        if keep_tensors:
+            out.corrupted_ids, out.replaced, out.disc_logits = corrupted, replaced, disc_logits
+        return out
+
+    def _sample_replacements(
+        self, gen_logits: Tensor, m: Masked, rng: Randomness
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """The generator's MLM loss, one sampled token per masked position, and its argmax.
+
+        Sampling is outside the graph: the generator learns only from L_MLM.
+        """
+        rows = m.is_masked.sum(-1)
+        if self.objective.temperature == 1.0:
+            return mlm_loss_and_sample(gen_logits, m.labels, rng, rows)
+        mlm_loss = F.cross_entropy(gen_logits.float(), m.labels)  # mean over masked
+        sampled = sample_softmax(gen_logits, rng, self.objective.temperature, rows)
+        return mlm_loss, sampled, gen_logits.detach().argmax(-1)
+
+    def _discriminate(
+        self, corrupted: Tensor, attn: Tensor | None, token_type_ids: Tensor | None, m: Masked
+    ) -> tuple[Tensor, Tensor | None]:
+        """The discriminator's logits ``(B, L)`` on the corrupted batch, and (with the
+        corrective LM head) its MLM loss at the masked positions."""
+        if not hasattr(self, "disc_mlm_head"):
+            return self.discriminator(corrupted, attn, token_type_ids), None
+        h = self.discriminator.electra(corrupted, attn, token_type_ids)  # (B, L, H)
+        disc_logits = self.discriminator.discriminator_predictions(h)  # (B, L)
+        at = h.reshape(-1, h.shape[-1]).index_select(0, m.positions)
+        lm_logits = self.disc_mlm_head(self.disc_mlm_predictions(at))
+        return disc_logits, F.cross_entropy(lm_logits.float(), m.labels)
+
+
+def detection_metrics(
+    disc_logits: Tensor, replaced: Tensor, attention_mask: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Accuracy over real tokens, and precision and recall of "replaced" (logit > 0)."""
+    real = attention_mask.bool()
+    pred = disc_logits > 0
+    n_tokens = real.sum().clamp(min=1)
+    accuracy = ((pred == replaced) & real).sum() / n_tokens
+    tp = (pred & replaced & real).sum().float()
+    precision = tp / (pred & real).sum().clamp(min=1)
+    recall = tp / (replaced & real).sum().clamp(min=1)
+    return accuracy, precision, recall
