@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -192,3 +195,22 @@ def test_a_stage_built_with_other_options_is_never_reused(tmp_path: Path) -> Non
     old.mkdir()
     check_stage_options(old, {"epochs": 3})
     assert not (old / "demo_options.json").exists()
+
+
+def test_a_side_by_side_job_logs_as_it_goes_and_shows_its_epochs(tmp_path: Path) -> None:
+    from electra.experiments import demo as demo_module
+
+    terminal = io.StringIO()
+    log = tmp_path / "finetune.log"
+    with (
+        demo_module.JobLog(log, "nsmc-few", terminal) as f,
+        contextlib.redirect_stdout(f),
+        contextlib.redirect_stderr(f),
+    ):
+        print("tokenising 3,000 reviews")
+        print("nsmc seed 1 epoch 1: train loss 0.51, dev accuracy 80.10", file=sys.stderr)
+        assert "tokenising 3,000 reviews\n" in log.read_text()  # written before the job ends
+        assert terminal.getvalue() == (
+            "  [nsmc-few] nsmc seed 1 epoch 1: train loss 0.51, dev accuracy 80.10\n"
+        )
+    assert "epoch 1" in log.read_text()

@@ -37,10 +37,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import json
+import re
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from electra.blocks.options import PrepareCommand
 from electra.blocks.prepare import prepare
@@ -417,14 +420,14 @@ def _finetune_job(
     cmd: DemoCommand, model: Path, out: Path, data_dir: Path, floors: Path, quiet: bool
 ) -> dict[str, Any]:
     """One of :func:`finetune_pairs`' fine-tunings. ``quiet`` (others run beside it): its
-    printout goes to ``out/finetune.log`` and one line says when it is done."""
+    printout goes to ``out/finetune.log`` as it happens, and the terminal gets one line
+    per epoch and one when it is done, each naming the job."""
     if not quiet or results_complete(out / "results.json"):
         return finetune_nsmc(cmd, model, out, data_dir, floors)
     t = time.time()
     out.mkdir(parents=True, exist_ok=True)
-    log = out / "finetune.log"
     with (
-        log.open("a", encoding="utf-8") as f,
+        JobLog(out / "finetune.log", out.name, sys.__stdout__ or sys.stdout) as f,
         contextlib.redirect_stdout(f),
         contextlib.redirect_stderr(f),
     ):
@@ -435,6 +438,34 @@ def _finetune_job(
         flush=True,
     )
     return r
+
+
+class JobLog(io.TextIOBase):
+    """A job's printout: every line into its log file as it comes (so ``tail -f`` works),
+    the epoch summaries (``... epoch 2: train loss ...``) also to ``terminal``, prefixed
+    with the job's name, so jobs running side by side show their progress."""
+
+    SHOWN = re.compile(r" epoch \d+: ")
+
+    def __init__(self, path: Path, name: str, terminal: TextIO) -> None:
+        self._file = path.open("a", encoding="utf-8", buffering=1)
+        self._name, self._terminal, self._partial = name, terminal, ""
+
+    def write(self, s: str) -> int:
+        self._file.write(s)
+        self._file.flush()
+        *lines, self._partial = (self._partial + s).split("\n")
+        for line in lines:
+            if self.SHOWN.search(line):
+                print(f"  [{self._name}] {line.strip()}", file=self._terminal, flush=True)
+        return len(s)
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        super().close()  # flushes first
+        self._file.close()
 
 
 def random_start(pretrained: Path, out: Path, seed: int = 0) -> Path:
