@@ -12,9 +12,12 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
+from builders import KO_VOCAB, english_vocab, tiny_config, tiny_model, write_tokenizer_dir
 
 from electra.system.paths import ENV_VAR, default_data_dir
 
@@ -110,5 +113,69 @@ def cli():
     return run_cli
 
 
-# The pre-training tests' session fixtures, re-exported so every test module shares one copy.
-from pretrain_fixtures import blocks, tiny_run  # noqa: E402, F401
+# Fixtures of several folders: tiny models, real Korean blocks, one tiny run.
+
+
+@pytest.fixture()
+def one_thread() -> Iterator[None]:
+    """Tiny models run fastest, and without contention on a shared CPU, on one thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def ko_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Tiny random model with the real KoELECTRA v1 vocabulary (32,200 tokens, cased)."""
+    root = tmp_path_factory.mktemp("ko")
+    tok = write_tokenizer_dir(root / "tok", KO_VOCAB, lowercase=False)
+    return tiny_model(root / "model", tok, 32200)
+
+
+@pytest.fixture(scope="session")
+def en_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("en")
+    return write_tokenizer_dir(root / "tok", english_vocab(), lowercase=True)
+
+
+@pytest.fixture(scope="session")
+def blocks(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
+    """A 1000-token vocabulary and 64-token blocks from real Korean Wikipedia text."""
+    from electra.blocks.options import PrepareCommand
+    from electra.blocks.prepare import prepare
+    from electra.text.vocabulary import train_tokenizer
+
+    root = tmp_path_factory.mktemp("blocks")
+    text = root / "ko.txt"
+    raw = (data_dir / "pretrain/ko/kowiki/AA/wiki_00").read_text(encoding="utf-8")
+    text.write_text(raw[:300_000], encoding="utf-8")
+    train_tokenizer([text], root / "tok", vocab_size=1000, progress=False)
+    out = root / "blocks"
+    prepare(
+        PrepareCommand(
+            inputs=[str(text)],
+            tokenizer=str(root / "tok"),
+            output=str(out),
+            max_length=64,
+            validation_fraction=0.05,
+            workers=1,
+            progress=False,
+        )
+    )
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_run(blocks: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished 30-step RTD run with validation, TensorBoard and exports."""
+    from electra.pretrain.trainer import Trainer
+
+    run = tmp_path_factory.mktemp("tiny_run") / "run"
+    cfg = tiny_config(
+        blocks, run, "optim.max_steps=30", "run.eval_every=10", "run.tensorboard=true"
+    )
+    Trainer(cfg).fit()
+    return run

@@ -58,3 +58,19 @@ def test_new_modules_are_untouched_and_probes_are_plain_attribute_errors() -> No
     assert not hasattr(electra.config, "__all__")
     with pytest.raises(AttributeError):
         _moved.moved_attribute("electra.model", "__path__")
+
+
+def test_the_two_parameter_groups_have_their_own_names_and_the_old_ones_warn() -> None:
+    from torch import nn
+
+    from electra.finetune import recipe
+    from electra.model import optim
+
+    model = nn.Linear(3, 2)
+    with pytest.warns(DeprecationWarning, match="weight_decay_groups"):
+        old = optim.parameter_groups(model, 0.01)
+    assert [len(g["params"]) for g in old] == [
+        len(g["params"]) for g in optim.weight_decay_groups(model, 0.01)
+    ]
+    with pytest.warns(DeprecationWarning, match="layerwise_groups"):
+        recipe.parameter_groups(model, 1e-3, 0.8, 0)

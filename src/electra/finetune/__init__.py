@@ -38,6 +38,7 @@ _EXPORTS = {
     "save_finetuned": "electra.finetune.modeling",
     "Recipe": "electra.finetune.recipe",
     "make_recipe": "electra.finetune.recipe",
+    "layerwise_groups": "electra.finetune.recipe",
     "parameter_groups": "electra.finetune.recipe",
     "TASKS": "electra.finetune.tasks",
     "get_task": "electra.finetune.tasks",
@@ -65,7 +66,7 @@ __all__ = [
     "glue_average",
     "load_finetuned",
     "load_task_data",
+    "layerwise_groups",
     "make_recipe",
-    "parameter_groups",
     "save_finetuned",
 ]

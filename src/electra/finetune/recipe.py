@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -215,7 +216,7 @@ def layer_scale(depth: int, num_layers: int, decay: float, official_offset: bool
     return decay**power
 
 
-def parameter_groups(
+def layerwise_groups(
     model: nn.Module,
     learning_rate: float,
     layer_decay: float,
@@ -256,9 +257,21 @@ def parameter_groups(
     return [groups[k] for k in sorted(groups)]
 
 
+def parameter_groups(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    """Deprecated name of :func:`layerwise_groups` (it goes in 0.3): pre-training's
+    weight-decay groups had the same name."""
+    warnings.warn(
+        "electra.finetune.recipe.parameter_groups is now layerwise_groups; the old name goes "
+        "in 0.3",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return layerwise_groups(*args, **kwargs)
+
+
 def build_optimizer(model: nn.Module, recipe: Recipe, num_layers: int) -> torch.optim.AdamW:
     """AdamW over the layer-wise groups of ``model``."""
-    groups = parameter_groups(
+    groups = layerwise_groups(
         model,
         recipe.learning_rate,
         recipe.layer_decay,

@@ -8,6 +8,7 @@ multi-tensor one. The schedule is linear warmup then linear decay to zero.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -38,7 +39,7 @@ def no_weight_decay(name: str, param: nn.Parameter) -> bool:
     return param.ndim < 2 or "LayerNorm" in name or name.endswith(".bias")
 
 
-def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+def weight_decay_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """Two AdamW groups: decay on weight matrices and embeddings, none on LayerNorm
     and biases. A parameter shared by several modules (tied tables) is listed once."""
     decay, no_decay, seen = [], [], set()
@@ -51,6 +52,17 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, An
         {"params": decay, "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Deprecated name of :func:`weight_decay_groups` (it goes in 0.3): fine-tuning's
+    layer-wise groups had the same name."""
+    warnings.warn(
+        "electra.model.optim.parameter_groups is now weight_decay_groups; the old name goes in 0.3",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return weight_decay_groups(model, weight_decay)
 
 
 def linear_warmup_decay(step: int, warmup: int, total: int) -> float:

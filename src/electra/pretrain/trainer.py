@@ -54,7 +54,7 @@ from electra.blocks.read import BlockLoader, Blocks, batch_indices, open_blocks
 from electra.config import ConfigError, to_dict
 from electra.model import checkpoint as ckpt
 from electra.model.config import ElectraConfig, generator_config
-from electra.model.optim import adamw, linear_warmup_decay, parameter_groups
+from electra.model.optim import adamw, linear_warmup_decay, weight_decay_groups
 from electra.pretrain.config import PretrainConfig, resolve_model
 from electra.pretrain.continued import Start, load_start_weights, plan_start
 from electra.pretrain.cooccurrence import WARM_START_FILE, warm_start_embeddings
@@ -221,7 +221,7 @@ class Trainer:
         """The paper's AdamW over the model's parameter groups, restored on resume."""
         o = self.cfg.optim
         opt = adamw(
-            parameter_groups(model, o.weight_decay),
+            weight_decay_groups(model, o.weight_decay),
             lr=o.learning_rate,
             betas=(o.adam_beta1, o.adam_beta2),
             eps=o.adam_eps,

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from finetune_fixtures import one_thread  # noqa: F401
 
 from electra.experiments.compare import arm_run_dir, compare
 from electra.experiments.options import CompareCommand

@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from finetune_fixtures import DATA
+from builders import DATA
 
 from electra.cli import main
 from electra.finetune.download import (

@@ -94,7 +94,7 @@ def test_warm_start_fills_the_shared_table_at_the_random_init_scale(
 
 
 def test_a_ppmi_run_records_it_and_a_continued_run_refuses_it(blocks: Path, tmp_path: Path) -> None:
-    from pretrain_fixtures import tiny_config
+    from builders import tiny_config
 
     from electra.config import ConfigError
     from electra.pretrain.trainer import Trainer

@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from finetune_fixtures import ko_model, one_thread, read_jsonl  # noqa: F401
+from builders import read_jsonl
 
 from electra.cli import main
 from electra.finetune.baselines import baseline_text, compute_floors, floor_lines, split_key

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from finetune_fixtures import one_thread, tiny_model, write_tokenizer_dir  # noqa: F401 (fixture)
+from builders import tiny_model, write_tokenizer_dir
 from torch import Tensor, nn
 
 from electra.cli import main as electra_main

@@ -14,7 +14,6 @@ import os
 import pytest
 import torch
 import torch.distributed as dist
-from finetune_fixtures import ko_model  # noqa: F401
 
 from electra.config import ConfigError
 from electra.pretrain import trainer as train
@@ -84,7 +83,7 @@ def test_cuda_asked_for_without_a_gpu_is_a_clear_error(monkeypatch: pytest.Monke
 def test_pretraining_tests_pin_the_cpu(tmp_path) -> None:
     """On a GPU machine the exactness tests must still run where they were written for."""
     import test_train
-    from pretrain_fixtures import tiny_config
+    from builders import tiny_config
 
     assert tiny_config(tmp_path, tmp_path).run.device == "cpu"
     assert "run.device='cpu'" in test_train._pretrain_args(tmp_path, tmp_path)
@@ -127,7 +126,7 @@ def test_fp16_resume_restores_the_loss_scale(
     import functools
     import shutil
 
-    from pretrain_fixtures import tiny_config
+    from builders import tiny_config
 
     from electra.model import checkpoint as ckpt
 

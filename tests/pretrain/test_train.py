@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from pretrain_fixtures import tiny_config
+from builders import tiny_config
 
 from electra.config import ConfigError
 from electra.model import checkpoint as ckpt
@@ -21,7 +21,7 @@ from electra.model.optim import linear_warmup_decay
 from electra.pretrain.config import load_config
 from electra.pretrain.trainer import Trainer, parameter_groups
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def tiny(blocks: Path, out: Path, *extra: str):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from pretrain_fixtures import tiny_config
+from builders import tiny_config
 from safetensors.torch import load_file
 from torch import Tensor
 

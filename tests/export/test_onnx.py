@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from finetune_fixtures import cli, cli_env, en_tokenizer_dir, read_jsonl  # noqa: F401
+from builders import cli_argv, cli_env, read_jsonl
 
 from electra.cli import main
 from electra.finetune.modeling import TaskInfo, get_family, load_finetuned, save_finetuned
@@ -244,7 +244,9 @@ def test_runtime_and_cli_work_where_torch_cannot_be_imported(
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(cli(*args), env=cli_env(), capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        cli_argv(*args), env=cli_env(), capture_output=True, text=True, timeout=120
+    )
 
 
 def test_bad_inputs_have_clear_messages(exported: dict, tmp_path: Path) -> None:

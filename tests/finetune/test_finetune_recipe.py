@@ -15,10 +15,10 @@ from electra.finetune.recipe import (
     build_optimizer,
     default_epochs,
     infer_size,
+    layerwise_groups,
     linear_schedule,
     make_recipe,
     parameter_depth,
-    parameter_groups,
 )
 from electra.model.config import ElectraConfig
 from electra.model.encoder import ElectraModel
@@ -97,7 +97,7 @@ def test_recipe_rejects_bad_values() -> None:
 def test_layerwise_learning_rate_of_every_group(official: bool) -> None:
     lr, decay, L = 1e-3, 0.8, 12
     model = _model(L)
-    groups = parameter_groups(model, lr, decay, L, official_offset=official)
+    groups = layerwise_groups(model, lr, decay, L, official_offset=official)
     by_name = {g["name"]: g for g in groups}
     off = 1 if official else 0
     assert by_name["head"]["lr"] == pytest.approx(lr)
@@ -129,14 +129,14 @@ def test_layerwise_learning_rate_of_every_group(official: bool) -> None:
 
 def test_small_model_rates_written_out() -> None:
     """Two layers, hand-computed: head 1e-3, layer 1 8e-4, layer 0 6.4e-4, embeddings 5.12e-4."""
-    groups = parameter_groups(_model(2, head="qa"), 1e-3, 0.8, 2)
+    groups = layerwise_groups(_model(2, head="qa"), 1e-3, 0.8, 2)
     assert {g["name"]: round(g["lr"], 12) for g in groups} == {
         "embeddings": 5.12e-4,
         "layer.0": 6.4e-4,
         "layer.1": 8e-4,
         "head": 1e-3,
     }
-    official = parameter_groups(_model(2, head="qa"), 1e-3, 0.8, 2, official_offset=True)
+    official = layerwise_groups(_model(2, head="qa"), 1e-3, 0.8, 2, official_offset=True)
     assert {g["name"]: round(g["lr"], 12) for g in official} == {
         "embeddings": 4.096e-4,
         "layer.0": 5.12e-4,
@@ -146,7 +146,7 @@ def test_small_model_rates_written_out() -> None:
 
 
 def test_weight_decay_spares_biases_and_layernorm() -> None:
-    groups = parameter_groups(_model(2), 1e-3, 0.8, 2, weight_decay=0.01)
+    groups = layerwise_groups(_model(2), 1e-3, 0.8, 2, weight_decay=0.01)
     for g in groups:
         for n in g["param_names"]:
             no_decay = n.endswith(".bias") or "LayerNorm" in n
@@ -159,7 +159,7 @@ def test_weight_decay_spares_biases_and_layernorm() -> None:
 def test_a_model_with_the_local_convolution_gets_parameter_groups() -> None:
     """model.local_conv_kernel's convolution sits at the embeddings' depth (it once made
     every fine-tuning of such a model fail)."""
-    groups = parameter_groups(_model(2, local_conv_kernel=3), 1e-3, 0.5, 2)
+    groups = layerwise_groups(_model(2, local_conv_kernel=3), 1e-3, 0.5, 2)
     lr = {n: g["lr"] for g in groups for n in g["param_names"]}
     assert lr["electra.local_conv.weight"] == lr["electra.embeddings.word_embeddings.weight"]
     assert parameter_depth("electra.local_conv.bias", 2) == 0
@@ -167,7 +167,7 @@ def test_a_model_with_the_local_convolution_gets_parameter_groups() -> None:
 
 def test_warmup_then_linear_decay_keeps_layer_ratios() -> None:
     model = _model(2)
-    groups = parameter_groups(model, 1e-3, 0.5, 2)
+    groups = layerwise_groups(model, 1e-3, 0.5, 2)
     opt = torch.optim.AdamW(groups, lr=1e-3)
     sched = linear_schedule(opt, warmup_steps=2, total_steps=10)
     seen = []

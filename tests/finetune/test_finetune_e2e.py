@@ -16,19 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from finetune_fixtures import (  # noqa: F401
-    DATA,
-    KO_VOCAB,
-    cli,
-    cli_env,
-    en_model,
-    en_tokenizer_dir,
-    ko_model,
-    one_thread,
-    read_jsonl,
-    tiny_model,
-    write_tokenizer_dir,
-)
+from builders import KO_VOCAB, cli_argv, cli_env, read_jsonl, tiny_model, write_tokenizer_dir
 
 from electra.cli import main
 from electra.finetune.modeling import load_finetuned
@@ -277,7 +265,7 @@ def test_hf_directory_fine_tunes_through_the_cli(tmp_path: Path) -> None:
     args = f"finetune --task nsmc --model {hf_dir} -o {out} --max-train-examples 96 "
     args += "--max-eval-examples 32 --epochs 1 --max-length 32 --learning-rate 1e-3 --no-progress"
     proc = subprocess.run(
-        cli(*args.split()), env=cli_env(), capture_output=True, text=True, timeout=300
+        cli_argv(*args.split()), env=cli_env(), capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr
     assert "nsmc: 1 seed" in proc.stdout and "accuracy" in proc.stdout

@@ -12,7 +12,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # end-to-end: left out of `make test-fast`
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 

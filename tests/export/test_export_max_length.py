@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from finetune_fixtures import en_tokenizer_dir, read_jsonl  # noqa: F401
+from builders import read_jsonl
 
 from electra.cli import main
 from electra.finetune.modeling import TaskInfo, get_family, save_finetuned

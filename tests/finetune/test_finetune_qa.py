@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from finetune_fixtures import DATA, KO_VOCAB
+from builders import DATA, KO_VOCAB
 
 from electra.finetune.common import Answer, FeatureSettings, QAExample
 from electra.finetune.qa import best_spans, featurize_qa, window_starts

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from finetune_fixtures import KO_VOCAB
+from builders import KO_VOCAB
 
 from electra.finetune.modeling import (
     TaskInfo,

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from finetune_fixtures import DATA, KO_VOCAB, en_tokenizer_dir  # noqa: F401
+from builders import DATA, KO_VOCAB
 
 from electra.finetune.common import FeatureSettings, TaggingExample
 from electra.finetune.readers import read_conll, read_klue_ner

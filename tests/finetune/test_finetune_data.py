@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from finetune_fixtures import DATA
+from builders import DATA
 
 from electra.finetune.common import DatasetError, TextExample
 from electra.finetune.readers import nsmc_label, read_nsmc_ratings, read_nsmc_raw, read_squad

@@ -1,7 +1,8 @@
-"""Shared helpers of the fine-tuning tests: tiny models on real vocabularies, data paths.
+"""Plain helpers the tests build tiny things with: data paths, tokenizer directories,
+tiny models, the ``tiny`` pre-training config, subprocess environments.
 
-Imported by ``tests/test_finetune_*.py`` (``from finetune_fixtures import ...``);
-the fixtures are session-scoped so each tiny model is built once.
+Fixtures live in the ``conftest.py`` files (``tests/conftest.py`` for those several
+folders use); these are ordinary functions, imported by name (``from builders import ...``).
 """
 
 from __future__ import annotations
@@ -10,10 +11,8 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import torch
 
 from electra.finetune.tasks import resolve_data_dir
@@ -36,19 +35,9 @@ def cli_env() -> dict[str, str]:
     return env
 
 
-def cli(*args: str) -> list[str]:
+def cli_argv(*args: str) -> list[str]:
+    """``python -m electra.cli ARGS`` as an argv list (for ``subprocess``)."""
     return [sys.executable, "-m", "electra.cli", *args]
-
-
-@pytest.fixture()
-def one_thread() -> Iterator[None]:
-    """Tiny models run fastest, and without contention on a shared CPU, on one thread."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def write_tokenizer_dir(path: Path, vocab: list[str] | Path, lowercase: bool) -> Path:
@@ -89,26 +78,19 @@ def english_vocab(size: int = 3000) -> list[str]:
     return [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
 
 
-@pytest.fixture(scope="session")
-def ko_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Tiny random model with the real KoELECTRA v1 vocabulary (32,200 tokens, cased)."""
-    root = tmp_path_factory.mktemp("ko")
-    tok = write_tokenizer_dir(root / "tok", KO_VOCAB, lowercase=False)
-    return tiny_model(root / "model", tok, 32200)
-
-
-@pytest.fixture(scope="session")
-def en_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("en")
-    return write_tokenizer_dir(root / "tok", english_vocab(), lowercase=True)
-
-
-@pytest.fixture(scope="session")
-def en_model(tmp_path_factory: pytest.TempPathFactory, en_tokenizer_dir: Path) -> Path:
-    vocab = (en_tokenizer_dir / "vocab.txt").read_text(encoding="utf-8").split("\n")
-    root = tmp_path_factory.mktemp("en-model")
-    return tiny_model(root / "model", en_tokenizer_dir, len([v for v in vocab if v]))
-
-
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def tiny_config(blocks: Path, out: Path, *extra: str):
+    """The built-in ``tiny`` config over ``blocks`` writing to ``out``, on the CPU."""
+    from electra.pretrain.config import load_config
+
+    overrides = [
+        f"data.blocks={json.dumps(str(blocks))}",
+        f"run.output_dir={json.dumps(str(out))}",
+        "run.progress=false",
+        "run.device='cpu'",  # a GPU machine runs the same tests (and torchrun ranks need no GPU)
+        *extra,
+    ]
+    return load_config("tiny", overrides)

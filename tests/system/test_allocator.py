@@ -11,7 +11,7 @@ import pytest
 
 from electra.system import allocator
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 @pytest.fixture
