@@ -1,7 +1,8 @@
 # Two entry points a newcomer needs (see README.md):
 #   make demo   the main job end to end (vocabulary -> blocks -> pre-training -> NSMC)
-#   make test   lint + the test suite (what CI runs)
-#   make test-fast  lint + everything but the end-to-end, torchrun and long learning tests
+#   make test   lint + the docs site (broken links fail) + the test suite (what CI runs)
+#   make test-fast  lint + docs + everything but the end-to-end, torchrun and long learning tests
+#   make docs   the documentation site (docs/, mkdocs.yml) into build/site, --strict
 # Both create ./.venv with pinned CPU torch on first use.
 
 PYTHON ?= python3
@@ -10,7 +11,7 @@ PY     := $(VENV)/bin/python
 DATA_DIR ?= ../shared/data
 DEMO_ARGS ?=
 
-.PHONY: install demo test test-fast lint format clean
+.PHONY: install demo test test-fast lint docs format clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,10 +30,13 @@ lint: install
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
 
-test: lint
+docs: install
+	$(VENV)/bin/mkdocs build --strict --site-dir build/site
+
+test: lint docs
 	$(PY) -m pytest
 
-test-fast: lint
+test-fast: lint docs
 	$(PY) -m pytest -m "not slow"
 
 format: install
