@@ -1,7 +1,7 @@
 """Old import paths, for one release: ``electra.train`` and friends before 0.2's layout.
 
 Version 0.2 gave each stage its package (``text``, ``blocks``, ``pretrain``,
-``finetune``, ``inference``, ``export``, ``experiments``; see README.md). Code
+``finetune``, ``inference``, ``export``, ``experiments``; see docs/layout.md). Code
 that imports an old path keeps working until 0.3 with a ``DeprecationWarning``
 naming the new one: ``import electra.train`` gives a stand-in module whose names
 are looked up in their new homes on first use. A name that has no new home is an

@@ -2,7 +2,7 @@
 
 ``ELECTRA_DATA_DIR`` wins when set; otherwise ``<checkout>/../shared/data``,
 the layout of the project's machines (the checkout sits next to ``shared/``).
-The checkout root is found from this file's location (``src/electra/paths.py``)
+The checkout root is found from this file's location (``src/electra/system/paths.py``)
 for an editable install; for an installed package, from the current directory.
 """
 
