@@ -533,7 +533,9 @@ def test_accent_stripping_tokenizer_warns_on_korean(tmp_path: Path, ko_law: Path
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##b"]
     save_tokenizer_files(build_tokenizer(vocab, lowercase=True), tmp_path / "tok")
     with caplog.at_level("WARNING", logger="electra"):
-        prepare(cmd([ko_law], tmp_path / "tok", tmp_path / "out", validation_fraction=0))
+        prepare(
+            cmd([ko_law], tmp_path / "tok", tmp_path / "out", validation_fraction=0, max_unk_rate=1)
+        )
     assert "decomposes Hangul syllables into jamo" in caplog.text
 
 

@@ -36,7 +36,7 @@ from electra.model.hf import (
     load_discriminator,
     load_generator,
 )
-from electra.model.optim import adamw, parameter_groups
+from electra.model.optim import adamw, weight_decay_groups
 from electra.pretrain.config import ObjectiveConfig
 from electra.pretrain.objective import ElectraForPretraining, SampleRNG, SpecialIds
 
@@ -75,7 +75,7 @@ def _model(sharing: str = "tied", **model_fields) -> ElectraForPretraining:
 
 def _train(model: ElectraForPretraining, steps: int = 3) -> list[tuple[float, float, float]]:
     """``steps`` AdamW steps on fixed batches; the (loss, mlm_loss, disc_loss) of each."""
-    opt = adamw(parameter_groups(model, 0.01), lr=1e-3)
+    opt = adamw(weight_decay_groups(model, 0.01), lr=1e-3)
     out = []
     for step in range(steps):
         ids, mask = _batch(step)
@@ -207,7 +207,7 @@ def test_deltas_are_fp32_and_weight_decayed_like_the_tables() -> None:
     _, _, _, deltas = _shared_and_deltas(model)
     assert all(d.dtype == torch.float32 and not d.any() for d in deltas)
     decayed = {
-        id(p) for g in parameter_groups(model, 0.01) if g["weight_decay"] for p in g["params"]
+        id(p) for g in weight_decay_groups(model, 0.01) if g["weight_decay"] for p in g["params"]
     }
     assert all(id(d) in decayed for d in deltas)
 

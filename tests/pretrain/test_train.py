@@ -17,9 +17,9 @@ from builders import tiny_config
 
 from electra.config import ConfigError
 from electra.model import checkpoint as ckpt
-from electra.model.optim import linear_warmup_decay
+from electra.model.optim import linear_warmup_decay, weight_decay_groups
 from electra.pretrain.config import load_config
-from electra.pretrain.trainer import Trainer, parameter_groups
+from electra.pretrain.trainer import Trainer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -65,7 +65,7 @@ def test_no_weight_decay_on_layernorm_and_biases() -> None:
     from electra.model.encoder import ElectraDiscriminator
 
     m = ElectraDiscriminator(preset("tiny"))
-    decay, no_decay = parameter_groups(m, 0.01)
+    decay, no_decay = weight_decay_groups(m, 0.01)
     names = {id(p): n for n, p in m.named_parameters()}
     assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
     assert all("LayerNorm" in names[id(p)] or p.ndim == 1 for p in no_decay["params"])

@@ -102,6 +102,7 @@ class BuildParams:
     pad: int
     validation_fraction: float
     dtype: str
+    unk: int = -1  # the [UNK] id, counted per split (-1: none counted)
 
     @property
     def piece(self) -> int:
@@ -120,6 +121,8 @@ _STAT_KEYS = (
     "single_segment",
     "random_target",
     "sentences",
+    "encoded_tokens",  # the documents' tokens before packing (sentence marks not counted)
+    "unk_tokens",  # how many of those are [UNK]: a tokenizer that cannot read the text
 )
 
 
@@ -313,18 +316,32 @@ class Builder:
         first_sentence = np.searchsorted(marks, doc_start) + np.arange(len(chunk))
         first_sentence = np.append(first_sentence, len(starts))
         starts_l, lengths_l = starts.tolist(), (ends - starts).tolist()
+        encoded, unk = _per_document(tokens, doc_start, doc_end, self.mark, params.unk)
         plans = {s: BlockPlan() for s in SPLITS}
         stats = {s: empty_stats() for s in SPLITS}
         for k, (seed, u, first_part, _) in enumerate(chunk):
             split = "validation" if u < params.validation_fraction else "train"
             if first_part:
                 stats[split]["documents"] += 1
+            stats[split]["encoded_tokens"] += encoded[k]
+            stats[split]["unk_tokens"] += unk[k]
             a, b = first_sentence[k], first_sentence[k + 1]
             build_document_blocks(
                 starts_l[a:b], lengths_l[a:b], random.Random(seed), params, plans[split],
                 stats[split],
             )  # fmt: skip
         return {s: (plans[s].assemble(tokens, params), stats[s]) for s in SPLITS}
+
+
+def _per_document(
+    tokens: np.ndarray, doc_start: np.ndarray, doc_end: np.ndarray, mark: int, unk: int
+) -> tuple[list[int], list[int]]:
+    """Per document: its tokens (sentence marks not counted) and how many are ``unk``."""
+    marks = np.concatenate([[0], np.cumsum(tokens == mark)])
+    unks = np.concatenate([[0], np.cumsum(tokens == unk)])
+    n_marks = marks[doc_end] - marks[doc_start]
+    encoded = (doc_end - doc_start) - n_marks
+    return encoded.tolist(), (unks[doc_end] - unks[doc_start]).tolist()
 
 
 _M64 = (1 << 64) - 1

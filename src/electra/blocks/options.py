@@ -35,6 +35,14 @@ class PrepareCommand(CorpusOptions):
         default=0, metadata={"doc": "Tokenizer worker processes (0: one per CPU core)."}
     )
     shard_size: int = field(default=100_000, metadata={"doc": "Blocks per shard file."})
+    max_unk_rate: float = field(
+        default=0.2,
+        metadata={
+            "doc": "Stop when more than this share of the corpus's tokens are [UNK]: the "
+            "tokenizer cannot read the text (a vocabulary trained on the corpus gives under "
+            "1%; over 2% is warned about; 1: never stop)."
+        },
+    )
     overwrite: bool = field(
         default=False, metadata={"doc": "Rebuild even if the output directory is complete."}
     )
@@ -52,6 +60,8 @@ class PrepareCommand(CorpusOptions):
             raise ConfigError(f"seed must be >= 0, got {self.seed}")
         if self.workers < 0:
             raise ConfigError(f"workers must be >= 0, got {self.workers}")
+        if not 0.0 <= self.max_unk_rate <= 1.0:
+            raise ConfigError(f"max_unk_rate must be in [0, 1], got {self.max_unk_rate}")
         if self.shard_size < 1:
             raise ConfigError(f"shard_size must be positive, got {self.shard_size}")
 

@@ -61,6 +61,8 @@ log = logging.getLogger("electra")
 
 
 CHUNK_CHARS = 1 << 20  # text per unit of work sent to a worker
+UNK_CHECK_TOKENS = 200_000  # tokens seen before the [UNK] rate is first judged
+UNK_WARN_RATE = 0.02  # a finished prepare warns above this [UNK] rate
 
 
 _WORKER: Builder | None = None
@@ -217,6 +219,7 @@ class _Collector:
         self.progress = cmd.progress
         self.bar: tqdm | None = None  # made at the first result: no tqdm thread when workers fork
         self.done_bytes = 0
+        self.unk_check = UnkCheck(cmd.tokenizer, cmd.max_unk_rate)
 
     def __call__(self, result: dict[str, Any], position: int) -> None:
         for s in SPLITS:
@@ -224,6 +227,7 @@ class _Collector:
             self.writers[s].add(arr)
             for k, v in stats.items():
                 self.totals[s][k] += v
+        self.unk_check(self.totals, final=False)
         if self.progress and self.bar is None:
             self.bar = tqdm(
                 total=self.total_bytes,
@@ -238,6 +242,38 @@ class _Collector:
         self.done_bytes = position
 
 
+def unk_rate(totals: dict[str, dict[str, int]]) -> float:
+    """The share of [UNK] among the corpus's tokens, all splits together."""
+    encoded = sum(t.get("encoded_tokens", 0) for t in totals.values())
+    return sum(t.get("unk_tokens", 0) for t in totals.values()) / max(1, encoded)
+
+
+@dataclass
+class UnkCheck:
+    """Stops ``prepare`` as soon as the [UNK] rate shows the tokenizer cannot read the text.
+
+    Judged once :data:`UNK_CHECK_TOKENS` tokens are in (a big corpus is refused in
+    seconds, not hours) and again at the end (a small one).
+    """
+
+    tokenizer: str
+    max_rate: float
+
+    def __call__(self, totals: dict[str, dict[str, int]], final: bool) -> None:
+        encoded = sum(t.get("encoded_tokens", 0) for t in totals.values())
+        if self.max_rate >= 1.0 or not encoded or (encoded < UNK_CHECK_TOKENS and not final):
+            return
+        rate = unk_rate(totals)
+        if rate > self.max_rate:
+            raise CorpusError(
+                f"{self.tokenizer}: {100 * rate:.1f}% of the first {encoded:,} tokens are "
+                f"[UNK] (over --max-unk-rate {self.max_rate:g}): this tokenizer cannot read "
+                "this corpus (a tokenizer.json holding only the special tokens looks like "
+                "this). Train one on it with `electra tokenizer`, or pass --max-unk-rate 1 "
+                "--overwrite to build the blocks anyway"
+            )
+
+
 def _build(plan: _Plan, cmd: PrepareCommand) -> tuple[dict[str, dict], dict[str, list]]:
     """Tokenize and pack the whole corpus into shards: (counts, shards) per split."""
     params = BuildParams(
@@ -247,6 +283,7 @@ def _build(plan: _Plan, cmd: PrepareCommand) -> tuple[dict[str, dict], dict[str,
         pad=plan.special["pad"],
         validation_fraction=cmd.validation_fraction,
         dtype=plan.dtype,
+        unk=plan.special["unk"],
     )
     tok_json = encoding_tokenizer(plan.tok).to_str()
     workers = cmd.workers or _default_workers()
@@ -261,6 +298,7 @@ def _build(plan: _Plan, cmd: PrepareCommand) -> tuple[dict[str, dict], dict[str,
         else:
             _run_pool(chunks, workers, tok_json, params, collect)
         plan.corpus.check_not_empty()
+        collect.unk_check(collect.totals, final=True)
         shards = {s: collect.writers[s].close() for s in SPLITS}
     except BaseException:
         for w in collect.writers.values():
@@ -300,6 +338,7 @@ def _manifest(plan: _Plan, cmd: PrepareCommand, splits: dict[str, dict], t0: flo
             **plan.settings,
         },
         "special_ids": plan.special,
+        "unk_rate": round(unk_rate(splits), 6),
         "seed": cmd.seed,
         "splits": splits,
         "skipped_lines": corpus.skipped_lines,
@@ -384,7 +423,14 @@ def prepare_cli(cmd: PrepareCommand) -> int:
         f"{out}: {tr['blocks']:,} train blocks ({tr['documents']:,} documents), "
         f"{va['blocks']:,} validation blocks ({va['documents']:,} documents) of "
         f"{manifest['block_length']} tokens, {100 * fill:.1f}% filled; "
-        f"{mb:.1f} MB in {dt:.1f} s"
+        f"{mb:.1f} MB in {dt:.1f} s; [UNK] {100 * manifest.get('unk_rate', 0):.2f}% of tokens"
         + (f"; {manifest['skipped_lines']} bad lines skipped" if manifest["skipped_lines"] else "")
     )
+    if manifest.get("unk_rate", 0) > UNK_WARN_RATE:
+        log.warning(
+            "%s: %.1f%% of the tokens are [UNK] (a vocabulary trained on this corpus usually "
+            "gives under 1%%): the tokenizer reads this text poorly",
+            cmd.tokenizer,
+            100 * manifest["unk_rate"],
+        )
     return 0

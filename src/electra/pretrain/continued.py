@@ -174,10 +174,18 @@ def check_tokenizer(model_dir: str, blocks: Any, vocab_size: int) -> str:
             f"(sha256 {ours[:12]}); prepare them again with "
             f"`electra prepare ... --tokenizer {model_dir}`"
         )
-    if tok.get_vocab_size(with_added_tokens=True) > vocab_size:
+    size = tok.get_vocab_size(with_added_tokens=True)
+    if size > vocab_size:
         raise CheckpointError(
             f"{Path(model_dir) / 'config.json'}: vocab_size = {vocab_size} is smaller than the "
-            f"{tok.get_vocab_size(with_added_tokens=True)} tokens of its tokenizer"
+            f"{size} tokens of its tokenizer"
+        )
+    if size < vocab_size // 2:  # a padded table is a few rows larger, never twice the size
+        raise ConfigError(
+            f"{manifest}: the blocks' vocabulary has {size:,} tokens but "
+            f"{Path(model_dir) / 'config.json'} has vocab_size = {vocab_size:,}: its tokenizer "
+            "files do not hold the model's vocabulary (see the blocks' unk_rate); prepare the "
+            "blocks with a tokenizer that does"
         )
     return ours
 

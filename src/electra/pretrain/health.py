@@ -51,6 +51,9 @@ CONTEXT_BASE_AUC = 0.55  # swap AUC below this: context not learned (base rate)
 CONTEXT_LEARNING_AUC = 0.65  # swap AUC at or above this: learning context
 COLLAPSED_COSINE = 0.8  # mean token cosine above this: vectors collapsed
 GENERATOR_MARGIN = 1.5  # generator accuracy under 1.5x the unigram floor: barely learning
+# A generator this right, or a most frequent token this common, means degenerate blocks.
+TRIVIAL_ACCURACY = 0.99
+TRIVIAL_UNIGRAM = 0.9
 
 
 def roc_auc(scores: np.ndarray | Tensor, labels: np.ndarray | Tensor) -> float:
@@ -197,6 +200,22 @@ class HealthProbe:
         return out
 
 
+def _trivial_data(gen: float | None, uni: float | None) -> str | None:
+    """The verdict when the blocks are (nearly) one token: every other number is moot."""
+    if not (gen is not None and gen >= TRIVIAL_ACCURACY) and not (
+        uni is not None and uni >= TRIVIAL_UNIGRAM
+    ):
+        return None
+    seen = f"generator accuracy {gen:.3f}" if gen is not None else "generator accuracy ?"
+    if uni is not None:
+        seen += f", {uni:.3f} for the most frequent token alone"
+    return (
+        f"degenerate blocks: masked tokens are trivially predictable ({seen}); the blocks "
+        "are nearly all one token (often [UNK]: a tokenizer that cannot read the corpus; see "
+        "unk_rate in the blocks' manifest.json); nothing useful was learned"
+    )
+
+
 def verdict(metrics: dict[str, Any]) -> str | None:
     """One plain sentence on the run's health from ``val/...`` metrics (None: nothing measured).
 
@@ -207,6 +226,9 @@ def verdict(metrics: dict[str, Any]) -> str | None:
     unigram floor is barely learning.
     """
     m = {k.removeprefix("val/"): v for k, v in metrics.items() if isinstance(v, int | float)}
+    trivial = _trivial_data(m.get("gen_accuracy"), m.get("unigram_accuracy"))
+    if trivial:
+        return trivial
     notes = []
     cos = m.get("token_cosine")
     if cos is not None and cos > COLLAPSED_COSINE:

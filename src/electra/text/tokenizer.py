@@ -316,9 +316,30 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
             raise TokenizerError(f"{chosen}: cannot load: {exc}") from None
         if config is not None:
             _warn_if_config_disagrees(tok, config, config_file, chosen)
+        _check_json_holds_the_vocabulary(tok, chosen, directory / "vocab.txt")
         return tok
     tokens = _read_vocab_txt(chosen)
     return build_tokenizer(tokens, **_build_kwargs(_vocab_settings(tokens, config, chosen)))
+
+
+def _check_json_holds_the_vocabulary(tok: Tokenizer, chosen: Path, vocab_file: Path) -> None:
+    """Refuse a ``tokenizer.json`` far smaller than the ``vocab.txt`` beside it.
+
+    ``transformers`` 5 writes a ``tokenizer.json`` of only the special tokens for
+    ``BertTokenizerFast(vocab_file=...)``; read as it is, every word becomes [UNK].
+    """
+    if not vocab_file.is_file() or chosen == vocab_file:
+        return
+    size = tok.get_vocab_size(with_added_tokens=True)
+    with vocab_file.open(encoding="utf-8") as f:
+        listed = sum(1 for line in f if line.strip())
+    if size < listed // 2:
+        raise TokenizerError(
+            f"{chosen}: {size:,} tokens, but {vocab_file} beside it lists {listed:,}; this "
+            "tokenizer.json does not hold the vocabulary (transformers 5 writes one of only "
+            f"the special tokens for BertTokenizerFast(vocab_file=...)). Pass {vocab_file} "
+            "itself, or delete the tokenizer.json"
+        )
 
 
 def _tokenizer_file(p: Path) -> tuple[Path, Path]:
