@@ -22,6 +22,15 @@ Usage::
     python benchmarks/prepare_throughput.py              # ~35 MB of shared data
     python benchmarks/prepare_throughput.py --big /tmp/big-corpus   # >= 200 MB
 
+    python benchmarks/prepare_throughput.py --formats [INPUTS]   # JSON Lines vs Parquet
+
+``--formats`` writes the documents of the inputs (default: the shared Korean
+Wikipedia, 10.5 MB) once as JSON Lines and once as Parquet (one row a document,
+column ``text``, pyarrow's defaults: snappy) and runs ``electra prepare`` on
+each, alternating; it prints, per format, the best of ``--repeats`` as MB/s of
+text and tokens/s (prepare), the reading alone (the corpus reader, no
+tokenizer: MB/s of text) and the CPU's name (``lscpu``).
+
 ``--big DIR`` builds (once) a corpus of at least 200 MB in DIR by
 concatenating the shared pre-training text and the NSMC files repeatedly:
 Korean Wikipedia x8 in one WikiExtractor file, the English books, WikiText,
@@ -50,6 +59,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -102,6 +112,88 @@ def build_big_corpus(data: Path, out: Path, min_bytes: int = 200_000_000) -> lis
     if total < min_bytes:
         raise SystemExit(f"{out}: only {total / 1e6:.0f} MB")
     return [str(out)]
+
+
+def cpu_name() -> str:
+    """The CPU's model name, as ``lscpu`` gives it (else /proc/cpuinfo, else platform)."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                return line.split(":", 1)[1].strip()
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def write_formats(inputs: list[str], out: Path) -> dict[str, Path]:
+    """The inputs' documents, one per row/line, as ``corpus.jsonl`` and ``corpus.parquet``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = ["\n".join(doc.lines) for _, doc in Corpus(inputs, ReadOptions()).documents()]
+    jsonl = out / "corpus.jsonl"
+    with open(jsonl, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps({"text": row}, ensure_ascii=False) + "\n")
+    parquet = out / "corpus.parquet"
+    pq.write_table(pa.table({"text": rows}), parquet)
+    return {"jsonl": jsonl, "parquet": parquet}
+
+
+def read_seconds(path: Path, rounds: int = 3) -> float:
+    """Wall seconds of the corpus reader alone over ``path`` (documents, no tokenizer),
+    the best of ``rounds``."""
+    best = float("inf")
+    for _ in range(rounds):
+        t = time.perf_counter()
+        for _ in Corpus([path], ReadOptions()).documents():
+            pass
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def compare_formats(inputs: list[str], tokenizer: str, tmp: Path, workers: int, repeats: int):
+    """``electra prepare`` on the same documents as JSON Lines and as Parquet."""
+    files = write_formats(inputs, tmp)
+    lines, text_bytes = read_lines([str(files["jsonl"])])
+    mb = text_bytes / 1e6
+    cores = len(os.sched_getaffinity(0))
+    print(f"CPU: {cpu_name()} ({cores} cores usable), {workers or cores} prepare workers")
+    sizes = ", ".join(f"{k} {p.stat().st_size / 1e6:.2f} MB" for k, p in files.items())
+    with open(files["jsonl"], "rb") as f:
+        docs = sum(1 for _ in f)
+    print(f"text: {mb:.2f} MB, {docs:,} documents in {len(lines):,} lines; files: {sizes}")
+    best: dict[str, tuple[float, float, float]] = {}
+    tokens: dict[str, int] = {}
+    for r in range(repeats):
+        for fmt, path in files.items():
+            out = tmp / f"out-{fmt}"
+            wall, cpu = run_prepare([str(path)], tokenizer, str(out), workers)[:2]
+            reading = read_seconds(path)
+            old = best.get(fmt, (float("inf"),) * 3)
+            best[fmt] = (min(old[0], wall), min(old[1], cpu), min(old[2], reading))
+            m = json.loads((out / "manifest.json").read_text())
+            # every token of the text, kept in blocks or cut by truncation: the same for both
+            tokens[fmt] = sum(s["tokens"] + s["tokens_dropped"] for s in m["splits"].values())
+            print(
+                f"  run {r + 1} {fmt}: prepare {wall:.2f} s ({cpu:.2f} CPU s), "
+                f"reading alone {reading:.3f} s"
+            )
+    if len(set(tokens.values())) != 1:
+        raise SystemExit(f"the formats gave different text: {tokens} tokens")
+    for fmt, (wall, cpu, reading) in best.items():
+        print(
+            f"{fmt:8s} prepare {mb / wall:.2f} MB/s of text, {tokens[fmt] / wall:,.0f} tokens/s "
+            f"({tokens[fmt]:,} tokens, best {wall:.2f} s, {cpu:.2f} CPU s); "
+            f"reading alone {mb / reading:.1f} MB/s"
+        )
 
 
 def read_lines(inputs: list[str]) -> tuple[list[str], int]:
@@ -209,10 +301,13 @@ def main() -> None:
     ap.add_argument("--tokenizer", help="tokenizer directory (default: train one, 32k)")
     ap.add_argument("--workers", type=int, default=0, help="prepare workers (0: all cores)")
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--formats", action="store_true", help="the same text as JSON Lines vs Parquet")
     ns = ap.parse_args()
 
     data = default_data_dir()
     inputs = ns.inputs or default_inputs(data)
+    if ns.formats and not ns.inputs:
+        inputs = [str(data / "pretrain" / "ko" / "kowiki")]
     if ns.big:
         inputs = build_big_corpus(data, Path(ns.big))
     with tempfile.TemporaryDirectory(prefix="electra-bench-") as tmp:
@@ -220,6 +315,9 @@ def main() -> None:
         if tokenizer is None:
             tokenizer = str(Path(tmp) / "tok")
             train_tokenizer([str(data / "pretrain"), str(data / "nsmc" / "raw_subset")], tokenizer)
+        if ns.formats:
+            compare_formats(inputs, tokenizer, Path(tmp), ns.workers, ns.repeats)
+            return
         tok = encoding_tokenizer(load_tokenizer(tokenizer))
         lines, text_bytes = read_lines(inputs)
         mb = text_bytes / 1e6

@@ -45,9 +45,8 @@ from electra.blocks.shards import (
     our_files,
     write_manifest,
 )
-from electra.system.files import sha256_file
 from electra.system.log import setup_cli_logging
-from electra.text.corpus import Corpus, CorpusError
+from electra.text.corpus import Corpus, CorpusError, source_sha256
 from electra.text.tokenizer import (
     encoding_tokenizer,
     load_tokenizer,
@@ -139,7 +138,7 @@ def _plan(cmd: PrepareCommand) -> _Plan:
     if out.exists() and not out.is_dir():
         raise CorpusError(f"{out}: exists and is not a directory")
     sources = [
-        {"path": str(f), "bytes": size, "sha256": sha256_file(f)}
+        {"path": str(f), "bytes": size, "sha256": source_sha256(f)}
         for f, size in zip(corpus.files, corpus.sizes, strict=True)
     ]
     options = {

@@ -21,15 +21,30 @@ Formats (``--format``; ``auto`` decides per file):
     in ``text_field`` (default ``review``). The records of one file form one
     document (the reviews of one film), each record one or more lines, so
     that short reviews are packed into full blocks.
+``parquet``
+    Apache Parquet (the Hugging Face hub's format), one row per document; the
+    text is in the column ``text_field`` (default ``text``; dotted: a struct
+    field; a list of strings is taken as the document's lines).
+``arrow``
+    Arrow IPC, file or stream format (``.arrow``, what ``datasets`` caches
+    and saves), one row per document, the column as for ``parquet``. A
+    directory written by ``datasets.Dataset.save_to_disk`` (``state.json``,
+    ``dataset_info.json``, ``data-*.arrow``) is one input: its data files in
+    the order of its ``state.json``. See :mod:`electra.text.columnar`.
 
-``auto`` picks ``jsonl`` for ``*.jsonl``/``*.ndjson``, ``nsmc`` for a
+``auto`` picks ``parquet`` / ``arrow`` by suffix or by magic bytes (``PAR1``;
+``ARROW1`` or ``FF FF FF FF``), ``jsonl`` for ``*.jsonl``/``*.ndjson``, ``nsmc`` for a
 ``*.json`` file that starts with ``[`` (``jsonl`` when it starts with ``{``),
 ``wiki`` when the first non-blank line starts with ``<doc``, else ``text``
 (decided by :func:`electra.text.formats.detect_format`, from the file name as
 given, so a symlink's own name counts).
-Any file may be gzip, bzip2 or xz compressed (recognised by content, not by
-name). Inputs may be files, glob patterns (``**`` recurses) or directories
-(all non-hidden files below, sorted).
+Any line-format file may be gzip, bzip2, xz or zstd compressed (recognised by
+content, not by name: ``corpus.jsonl.zst`` and an unnamed zstd file alike;
+zstd is decompressed as a stream, frame after frame). Parquet and Arrow files
+compress their own data and are read uncompressed. Inputs may be files, glob
+patterns (``**`` recurses) or directories (all non-hidden files below, sorted;
+a save_to_disk directory below is one input; the JSON metadata ``datasets``
+writes beside Arrow files, such as ``dataset_info.json``, is left out).
 
 A UTF-8 byte-order mark and CRLF line ends are removed. ``strip_gutenberg``
 drops a Project Gutenberg header (up to the ``*** START OF ...`` line) and
@@ -48,7 +63,8 @@ file and line; with ``on_error="skip"`` the line is skipped and counted in
 :class:`SourceStats` (and so in the manifest), with ``"fail"`` the run stops.
 Empty files are reported as a warning and counted.
 
-Memory is bounded: files are read in 1 MiB blocks, a line may not exceed
+Memory is bounded: files are read in 1 MiB blocks (Parquet and Arrow by
+record batches), a line may not exceed
 ``max_line_bytes`` and a document longer than ``max_document_chars``
 characters is emitted in consecutive parts (a part boundary only forces a
 block boundary).
@@ -76,13 +92,28 @@ from electra.config import ConfigError
 from electra.system.files import sha256_file
 from electra.system.log import LOGGER_NAME, setup_cli_logging
 from electra.text import formats
-from electra.text.formats import CORPUS_FORMATS, ON_ERROR, CorpusFormat, OnError
+from electra.text.columnar import (
+    DATASET_METADATA,
+    ColumnarSource,
+    is_dataset_dir,
+    source_bytes,
+    source_sha256,
+)
+from electra.text.errors import ColumnError, CorpusError
+from electra.text.formats import (
+    COLUMNAR_FORMATS,
+    CORPUS_FORMATS,
+    ON_ERROR,
+    CorpusFormat,
+    OnError,
+)
 
 log = logging.getLogger(LOGGER_NAME)
 
 FORMATS = CORPUS_FORMATS  # the one list, kept here under its old name
 
 READ_BLOCK = 1 << 20
+ZSTD_READ = 1 << 16  # compressed bytes fed to the zstd decompressor at a time
 SNIFF_BYTES = formats.SNIFF_BYTES
 MAX_JSON_ARRAY_BYTES = 1 << 30
 MAX_PROBLEMS_KEPT = 20
@@ -96,10 +127,6 @@ _END_RE = re.compile(
 )
 _NAMED_RE = re.compile(r"project gutenberg", re.I)
 _GLOB_CHARS = re.compile(r"[*?\[]")
-
-
-class CorpusError(ValueError):
-    """Unreadable input; the message names the file (and line where it applies)."""
 
 
 @dataclass
@@ -140,15 +167,23 @@ class CorpusOptions:
     """
 
     inputs: list[str] = field(
-        metadata={"doc": "Corpus files, globs or directories.", "positional": True}
+        metadata={
+            "doc": "Corpus files, globs or directories (a datasets save_to_disk "
+            "directory is one Arrow dataset).",
+            "positional": True,
+        }
     )
     _: KW_ONLY
     format: CorpusFormat = field(
-        default="auto", metadata={"doc": "Input format; auto decides per file."}
+        default="auto",
+        metadata={"doc": "Input format; auto decides per file (by name, else by content)."},
     )
     text_field: str | None = field(
         default=None,
-        metadata={"doc": "JSON field holding the text (default: text; review for nsmc)."},
+        metadata={
+            "doc": "JSON field or Parquet/Arrow column holding the text, dotted for nested "
+            "ones (default: text; review for nsmc)."
+        },
     )
     strip_gutenberg: bool = field(
         default=False, metadata={"doc": "Drop Project Gutenberg headers and licence footers."}
@@ -239,7 +274,9 @@ def expand_inputs(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[st
     """Files named by ``inputs`` (files, globs, directories), in a stable order.
 
     Within one glob or directory the files are sorted by path; the inputs keep
-    the order given; a file named twice is read once.
+    the order given; a file named twice is read once. A ``datasets``
+    save_to_disk directory (given, matched or found below a directory) is one
+    input, read as one Arrow dataset.
     """
     if isinstance(inputs, str | os.PathLike):
         inputs = [inputs]
@@ -257,22 +294,17 @@ def expand_inputs(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[st
     for item in inputs:
         text = os.fspath(item)
         path = Path(text).expanduser()
-        if path.is_file():
+        if path.is_file() or is_dataset_dir(path):
             add(path)
         elif path.is_dir():
-            found = sorted(
-                p
-                for p in path.rglob("*")
-                if p.is_file()
-                and not any(part.startswith(".") for part in p.relative_to(path).parts)
-            )
+            found = _directory_inputs(path)
             if not found:
                 raise CorpusError(f"{text}: directory contains no files")
             for p in found:
                 add(p)
         elif _GLOB_CHARS.search(text):
             found = sorted(Path(p) for p in glob.glob(os.path.expanduser(text), recursive=True))
-            found = [p for p in found if p.is_file()]
+            found = [p for p in found if p.is_file() or is_dataset_dir(p)]
             if not found:
                 raise FileNotFoundError(f"{text}: no files match this pattern")
             for p in found:
@@ -282,9 +314,105 @@ def expand_inputs(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[st
     return out
 
 
+def _directory_inputs(root: Path) -> list[Path]:
+    """The inputs below directory ``root``, sorted: its non-hidden files, where a
+    save_to_disk directory is one input (its files are not listed) and the JSON
+    metadata ``datasets`` writes beside Arrow files or dataset directories
+    (``dataset_dict.json``, ``dataset_info.json``, ``state.json``: not text) is left out."""
+    entries = [
+        p
+        for p in root.rglob("*")
+        if not any(part.startswith(".") for part in p.relative_to(root).parts)
+    ]
+    datasets = {p for p in entries if p.is_dir() and is_dataset_dir(p)}
+    files = [p for p in entries if p.is_file() and not any(d in datasets for d in p.parents)]
+    holders = {d.parent for d in datasets} | {p.parent for p in files if p.suffix == ".arrow"}
+    files = [p for p in files if not (p.name in DATASET_METADATA and p.parent in holders)]
+    return sorted([*files, *datasets])
+
+
 # ---------------------------------------------------------------------------
 # Byte level: decompression, sniffing, lines
 # ---------------------------------------------------------------------------
+
+
+class _ZstdReader:
+    """zstd frames decompressed one after the other, read like a file.
+
+    The decompressor is fed :data:`ZSTD_READ` compressed bytes at a time, so
+    memory stays bounded. ``zstandard``'s own stream reader ends quietly at a
+    truncated frame; this one raises ``EOFError`` there, as gzip, bzip2 and xz do.
+    """
+
+    def __init__(self, raw: BinaryIO) -> None:
+        import zstandard
+
+        self._raw = raw
+        self._dctx = zstandard.ZstdDecompressor()
+        self._obj = self._dctx.decompressobj()
+        self._in_frame = False
+        self._out = bytearray()
+        self._eof = False
+
+    def read(self, n: int) -> bytes:
+        while len(self._out) < n and not self._eof:
+            data = self._raw.read(ZSTD_READ)
+            if not data:
+                if self._in_frame:
+                    raise EOFError("compressed file ended before the end of its last frame")
+                self._eof = True
+            while data:
+                self._out += self._obj.decompress(data)
+                self._in_frame = not self._obj.eof
+                data = b""
+                if self._obj.eof:  # a frame ended; the bytes after it start the next one
+                    data = self._obj.unused_data
+                    self._obj = self._dctx.decompressobj()
+        out = bytes(self._out[:n])
+        del self._out[:n]
+        return out
+
+    def close(self) -> None:
+        self._out.clear()
+
+
+def _open_source(path: Path, opts: ReadOptions) -> _Source | ColumnarSource:
+    """``path`` opened for reading as the format it is in: a Parquet or Arrow file or a
+    save_to_disk directory by column, anything else as (decompressed) lines."""
+    if path.is_dir():
+        if not is_dataset_dir(path):
+            raise CorpusError(
+                f"{path}: is a directory, not a datasets save_to_disk directory "
+                "(no state.json and dataset_info.json in it)"
+            )
+        if opts.format not in ("auto", "arrow"):
+            raise CorpusError(
+                f"{path}: is a datasets save_to_disk directory of Arrow files; "
+                f"--format {opts.format} does not apply (use auto or arrow)"
+            )
+        return ColumnarSource(path, "arrow")
+    magic = _magic(path)
+    fmt = formats.detect_format(path, opts.format, "corpus", magic)
+    if fmt not in COLUMNAR_FORMATS:
+        return _Source(path)
+    packed = formats.sniff_compression(magic)
+    if packed:
+        raise CorpusError(
+            f"{path}: {fmt} data cannot be read from inside {packed} compression; "
+            "decompress it first (Parquet and Arrow files compress their own data)"
+        )
+    return ColumnarSource(path, fmt)
+
+
+def _magic(path: Path) -> bytes:
+    """The first bytes of file ``path`` (its compression or columnar magic)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(16)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot open: {exc.strerror or exc}") from None
 
 
 class _Source:
@@ -300,30 +428,30 @@ class _Source:
             raise CorpusError(f"{path}: cannot open: {exc.strerror or exc}") from None
         magic = self.raw.read(10)
         self.raw.seek(0)
-        self.compression = ""
-        stream: BinaryIO = self.raw
-        if magic.startswith(b"\x1f\x8b"):
-            self.compression = "gzip"
+        self.compression = formats.sniff_compression(magic) or ""
+        self.errors: tuple[type[BaseException], ...] = (OSError, EOFError, lzma.LZMAError)
+        stream: Any = self.raw
+        if self.compression == "gzip":
             stream = gzip.GzipFile(fileobj=self.raw, mode="rb")
-        elif magic.startswith(b"BZh") and magic[4:10] in (b"1AY&SY", b"\x17rE8P\x90"):
-            self.compression = "bzip2"
+        elif self.compression == "bzip2":
             stream = bz2.BZ2File(self.raw, mode="rb")
-        elif magic.startswith(b"\xfd7zXZ\x00"):
-            self.compression = "xz"
+        elif self.compression == "xz":
             stream = lzma.LZMAFile(self.raw, mode="rb")  # noqa: SIM115
-        elif magic.startswith(b"PK\x03\x04"):
+        elif self.compression == "zstd":
+            import zstandard
+
+            stream = _ZstdReader(self.raw)
+            self.errors += (zstandard.ZstdError,)
+        elif self.compression == "zip":
             self.raw.close()
             raise CorpusError(f"{path}: is a zip archive; unpack it and pass the files")
-        elif magic.startswith(b"\x28\xb5\x2f\xfd"):
-            self.raw.close()
-            raise CorpusError(f"{path}: is zstd-compressed; decompress it first (zstd -d)")
         self.stream = stream
         self.head = self._read(SNIFF_BYTES)
 
     def _read(self, n: int) -> bytes:
         try:
             return self.stream.read(n)
-        except (OSError, EOFError, lzma.LZMAError) as exc:
+        except self.errors as exc:
             what = self.compression or "file"
             raise CorpusError(f"{self.path}: corrupt or truncated {what} data: {exc}") from None
 
@@ -337,6 +465,14 @@ class _Source:
 
     def binary_reason(self) -> str | None:
         head = self.head
+        columnar = formats.sniff_columnar(head)
+        if columnar and self.compression:
+            return (
+                f"holds {columnar} data inside {self.compression} compression; decompress it "
+                "first (Parquet and Arrow files compress their own data)"
+            )
+        if columnar:
+            return f"is {columnar} data, not text; read it with --format auto or {columnar}"
         if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
             return "is UTF-16 text; convert it to UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)"
         if head.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
@@ -587,47 +723,24 @@ def read_documents(
     path: str | os.PathLike[str],
     opts: ReadOptions | None = None,
     stats: SourceStats | None = None,
-    source: _Source | None = None,
+    source: _Source | ColumnarSource | None = None,
 ) -> Iterator[Document]:
-    """Stream the documents of one file.
+    """Stream the documents of one file (or save_to_disk directory).
 
     ``stats`` (created when not given) receives the counts and the skipped
     lines. Raises :class:`CorpusError` / ``FileNotFoundError`` for a file
-    that cannot be read at all (under ``on_error="skip"`` a binary file is
-    skipped with a warning instead).
+    that cannot be read at all (under ``on_error="skip"`` a binary file, or a
+    Parquet/Arrow file without a text column, is skipped with a warning instead).
     """
     opts = opts or ReadOptions()
     path = Path(path)
     stats = stats if stats is not None else SourceStats(str(path))
-    src = source or _Source(path)
+    src = source or _open_source(path, opts)
     try:
-        reason = src.binary_reason()
-        if reason:
-            if opts.on_error == "fail":
-                raise CorpusError(f"{path}: {reason}")
-            log.warning("skipped file %s: %s", path, reason)
-            stats.skipped_file = True
-            if len(stats.problems) < MAX_PROBLEMS_KEPT:
-                stats.problems.append(f"{path}: {reason}")
-            return
-        fmt = formats.detect_format(path, opts.format, "corpus", src.head)
-        stats.format = fmt
-        if not src.head.strip(b" \t\r\n\xef\xbb\xbf"):
-            stats.empty = True
-            log.warning("%s: empty file (no text)", path)
-            return
-        if fmt == "nsmc":
-            docs = _read_json_array(src, opts, stats)
+        if isinstance(src, ColumnarSource):
+            docs = _read_columnar(src, opts, stats)
         else:
-            blocks: Iterable[tuple[int, list[str | None]]] = _iter_line_blocks(src, stats, opts)
-            if opts.strip_gutenberg and fmt == "text":
-                blocks = _gutenberg_filter(blocks, path)
-            if fmt == "text":
-                docs = _read_text(blocks, opts, stats)
-            elif fmt == "jsonl":
-                docs = _read_jsonl(blocks, path, opts, stats)
-            else:
-                docs = _read_wiki(blocks, path, opts, stats)
+            docs = _read_lines(src, opts, stats)
         for doc in docs:
             if doc.part == 0:
                 stats.documents += 1
@@ -635,6 +748,77 @@ def read_documents(
     finally:
         if source is None:
             src.close()
+
+
+def _skip_file(path: Path, reason: str, stats: SourceStats) -> None:
+    """Record a file skipped under ``on_error="skip"``, with a warning naming it."""
+    log.warning("skipped file %s: %s", path, reason)
+    stats.skipped_file = True
+    if len(stats.problems) < MAX_PROBLEMS_KEPT:
+        stats.problems.append(f"{path}: {reason}")
+
+
+def _read_lines(src: _Source, opts: ReadOptions, stats: SourceStats) -> Iterator[Document]:
+    """The documents of a file in one of the line formats (text, jsonl, wiki, nsmc)."""
+    path = src.path
+    reason = src.binary_reason()
+    if reason:
+        if opts.on_error == "fail":
+            raise CorpusError(f"{path}: {reason}")
+        _skip_file(path, reason, stats)
+        return
+    fmt = formats.detect_format(path, opts.format, "corpus", src.head)
+    stats.format = fmt
+    if not src.head.strip(b" \t\r\n\xef\xbb\xbf"):
+        stats.empty = True
+        log.warning("%s: empty file (no text)", path)
+        return
+    if fmt == "nsmc":
+        yield from _read_json_array(src, opts, stats)
+        return
+    blocks: Iterable[tuple[int, list[str | None]]] = _iter_line_blocks(src, stats, opts)
+    if opts.strip_gutenberg and fmt == "text":
+        blocks = _gutenberg_filter(blocks, path)
+    if fmt == "text":
+        yield from _read_text(blocks, opts, stats)
+    elif fmt == "jsonl":
+        yield from _read_jsonl(blocks, path, opts, stats)
+    else:
+        yield from _read_wiki(blocks, path, opts, stats)
+
+
+def _read_columnar(
+    src: ColumnarSource, opts: ReadOptions, stats: SourceStats
+) -> Iterator[Document]:
+    """The rows of a Parquet/Arrow source as documents, one per row with text.
+
+    A row's string is split at newlines into the document's lines (a list of
+    strings gives its lines); null and empty rows are counted in ``lines``
+    (one per row) but make no document, as blank JSON Lines records do.
+    """
+    stats.format = src.format
+    asm = _DocAssembler(opts.max_document_chars)
+    try:
+        for values in src.batches(opts.field_for(src.format)):
+            stats.lines += len(values)
+            for value in values:
+                if value is None:
+                    continue
+                if isinstance(value, str):
+                    lines = value.split("\n")
+                else:
+                    lines = [s for v in value if v is not None for s in v.split("\n")]
+                yield from asm.extend(lines)
+                if (doc := asm.end()) is not None:
+                    yield doc
+    except ColumnError as exc:
+        if opts.on_error == "fail":
+            raise
+        _skip_file(src.path, str(exc).removeprefix(f"{src.path}: "), stats)
+        return
+    if not stats.lines:
+        stats.empty = True
+        log.warning("%s: empty %s file (no rows)", src.path, src.format)
 
 
 def _read_text(
@@ -848,11 +1032,11 @@ class Corpus:
     ) -> None:
         self.files = expand_inputs(inputs)
         self.opts = opts
-        self.sizes = [f.stat().st_size for f in self.files]
+        self.sizes = [source_bytes(f) for f in self.files]
         self.total_bytes = sum(self.sizes)
         self.stats = [SourceStats(str(f)) for f in self.files]
         self._done_bytes = 0
-        self._current: _Source | None = None
+        self._current: _Source | ColumnarSource | None = None
 
     @property
     def position(self) -> int:
@@ -862,7 +1046,7 @@ class Corpus:
     def documents(self) -> Iterator[tuple[int, Document]]:
         """``(file index, document)`` for every document of every file."""
         for i, path in enumerate(self.files):
-            src = _Source(path)
+            src = _open_source(path, self.opts)
             self._current = src
             try:
                 yield from ((i, d) for d in read_documents(path, self.opts, self.stats[i], src))
@@ -896,4 +1080,6 @@ __all__ = [
     "read_documents",
     "sha256_file",
     "setup_cli_logging",
+    "source_bytes",
+    "source_sha256",
 ]

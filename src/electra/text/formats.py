@@ -5,7 +5,8 @@ format it is in, for one *use*:
 
 ``corpus``
     raw text for ``electra tokenizer`` / ``electra prepare``
-    (:mod:`electra.text.corpus` reads it): ``text``, ``jsonl``, ``wiki``, ``nsmc``.
+    (:mod:`electra.text.corpus` reads it): ``text``, ``jsonl``, ``wiki``, ``nsmc``,
+    and the columnar ``parquet`` and ``arrow`` (:mod:`electra.text.columnar`).
 ``table``
     labelled examples for ``electra finetune --task custom`` and tables given
     to ``electra predict`` (:mod:`electra.finetune.readers`): ``csv``, ``tsv``,
@@ -23,6 +24,12 @@ path *as given* decides (a symlink ``train.tsv`` to ``data.txt`` is a TSV
 file), then, where the suffix cannot, the content. Errors name the file and
 say how to choose a format.
 
+Corpus files are also sniffed by their first bytes for the compressions
+(:func:`sniff_compression`: gzip, bzip2, xz, zstd; a corpus file may be any
+of them whatever its name) and the binary columnar formats
+(:func:`sniff_columnar`: Parquet starts with ``PAR1``, an Arrow IPC file with
+``ARROW1``, an Arrow IPC stream with the continuation marker ``FF FF FF FF``).
+
 This module imports nothing beyond the standard library, so the CLI and the
 torch-free ``predict --backend onnx`` path can use it.
 """
@@ -39,14 +46,20 @@ from typing import Literal, get_args
 Use = Literal["corpus", "table", "predict", "qa"]
 
 # The values of ``electra prepare/tokenizer --format`` (the CLI reads the choices from here).
-CorpusFormat = Literal["auto", "text", "jsonl", "wiki", "nsmc"]
+CorpusFormat = Literal["auto", "text", "jsonl", "wiki", "nsmc", "parquet", "arrow"]
 CORPUS_FORMATS: tuple[str, ...] = get_args(CorpusFormat)
 
 # How a bad input line is handled while reading a corpus.
 OnError = Literal["skip", "fail"]
 ON_ERROR: tuple[str, ...] = get_args(OnError)
 
-COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz")
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zstd")
+# Corpus formats read by column with pyarrow (binary; never inside a compressed stream).
+COLUMNAR_FORMATS = frozenset({"parquet", "arrow"})
+PARQUET_MAGIC = b"PAR1"
+ARROW_FILE_MAGIC = b"ARROW1"
+ARROW_STREAM_MAGIC = b"\xff\xff\xff\xff"  # the IPC continuation marker opening every message
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 SNIFF_BYTES = 1 << 16
 SNIFF_LINES = 50
 
@@ -77,6 +90,13 @@ REGISTRY: tuple[Format, ...] = (
     _fmt("jsonl", (".jsonl", ".ndjson"), "corpus table predict qa", "JSON Lines"),
     _fmt("wiki", (), "corpus", "WikiExtractor output (<doc ...> ... </doc>)"),
     _fmt("nsmc", (), "corpus", "a JSON array of objects (NSMC raw review files)"),
+    _fmt("parquet", (".parquet", ".pq"), "corpus", "Apache Parquet, one row a document"),
+    _fmt(
+        "arrow",
+        (".arrow", ".arrows", ".feather", ".ipc"),
+        "corpus",
+        "Arrow IPC file or stream (datasets save_to_disk), one row a document",
+    ),
     _fmt("csv", (".csv",), "table predict", "comma-separated, RFC 4180 quoting, header line"),
     _fmt("tsv", (".tsv", ".tab"), "table predict", "tab-separated, unquoted, header line"),
     _fmt("json", (".json",), "table predict qa", "a JSON array of objects (SQuAD for QA)"),
@@ -160,9 +180,43 @@ def _head(path: str | os.PathLike[str]) -> bytes:
         raise FormatError(f"{path}: is a directory, expected a data file") from None
 
 
+def sniff_compression(head: bytes) -> str | None:
+    """``gzip``, ``bzip2``, ``xz``, ``zstd`` or ``zip`` from a file's first bytes, else ``None``."""
+    if head.startswith(b"\x1f\x8b"):
+        return "gzip"
+    if head.startswith(b"BZh") and head[4:10] in (b"1AY&SY", b"\x17rE8P\x90"):
+        return "bzip2"
+    if head.startswith(b"\xfd7zXZ\x00"):
+        return "xz"
+    if head.startswith(ZSTD_MAGIC):
+        return "zstd"
+    if head.startswith(b"PK\x03\x04"):
+        return "zip"
+    return None
+
+
+def sniff_columnar(head: bytes) -> str | None:
+    """``parquet`` or ``arrow`` when a file's first bytes are that format's magic, else ``None``.
+
+    The Arrow stream's ``FF FF FF FF`` is never UTF-8; a text that starts with
+    ``PAR1`` or ``ARROW1`` needs ``--format text``.
+    """
+    if head.startswith((ARROW_STREAM_MAGIC, ARROW_FILE_MAGIC)):
+        return "arrow"
+    if head.startswith(PARQUET_MAGIC):
+        return "parquet"
+    return None
+
+
 def _corpus_format(path: str | os.PathLike[str], head: bytes) -> str:
     """A corpus file's format from its name and first (decompressed) bytes."""
     suffix = _suffix(path, "corpus")
+    for f in REGISTRY:
+        if f.name in COLUMNAR_FORMATS and suffix in f.suffixes:
+            return f.name
+    columnar = sniff_columnar(head)
+    if columnar:
+        return columnar
     stripped = head.decode("utf-8", errors="ignore").lstrip("\ufeff").lstrip()
     if suffix in (".jsonl", ".ndjson"):
         return "jsonl"
@@ -215,6 +269,7 @@ def _csv_field_counts(lines: list[str]) -> set[int]:
 
 
 __all__ = [
+    "COLUMNAR_FORMATS",
     "CORPUS_FORMATS",
     "HEADER_FORMATS",
     "ON_ERROR",
@@ -226,5 +281,7 @@ __all__ = [
     "detect_format",
     "format_help",
     "formats_for",
+    "sniff_columnar",
+    "sniff_compression",
     "sniff_delimiter",
 ]
