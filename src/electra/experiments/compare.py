@@ -15,7 +15,8 @@ The paper's central claim, checked on the user's own data and machine:
    seeds, with the Table 7 recipe;
 4. ``compare.md`` (a table: median test accuracy and spread per arm, budget
    and task, with the floors of each task on the same split: TF-IDF +
-   logistic regression and the majority class, see
+   logistic regression and the majority class, and for a sentence-pair task
+   the TF-IDF pair-feature floor beside the joined-pair one, see
    ``electra.finetune.baselines``) and ``compare.png`` (downstream score
    against pre-training FLOPs, floors as dashed lines), plus ``compare.json``
    with every number.
@@ -387,7 +388,8 @@ def _main_scores(results: dict) -> dict[str, float]:
 
 
 def _task_floors(results: dict) -> dict[str, Any]:
-    """The task's floors on the main metric: ``tfidf`` and ``constant`` (majority or mean)."""
+    """The task's floors on the main metric: ``tfidf`` (a pair joined), ``tfidf_pair``
+    (pair features; ``None`` for a single text) and ``constant`` (majority or mean)."""
 
     floors = results.get("floors")
     if not floors:
@@ -396,8 +398,10 @@ def _task_floors(results: dict) -> dict[str, Any]:
     s = floor_scores(floors, split, results["task"]["main_metric"])
     return {
         "tfidf": s.get("tfidf"),
+        "tfidf_pair": s.get("tfidf_pair"),
         "constant": s.get(floors["constant"]),
         "constant_name": floors["constant"],
+        "descriptions": floors.get("descriptions") or {},
     }
 
 
@@ -463,33 +467,69 @@ def markdown_table(result: dict[str, Any]) -> str:
             + " | ".join(cells)
             + f" | {100 * mean:.1f} |"
         )
-    rows += _floor_rows(result.get("floors") or {}, tasks)
+    floors = result.get("floors") or {}
+    rows += _floor_rows(floors, tasks)
     metric = {t: result["points"][0]["scores"][t]["metric"] for t in tasks}
     note = (
         "\nScores: test "
         + ", ".join(f"{t} {m}" for t, m in metric.items())
         + f", median ± std over {len(result['command']['seeds'])} fine-tuning seeds (x100). "
         "Floors: trained and scored on the same split, no pre-training (TF-IDF char 1-4 + "
-        "word 1-2 n-grams with logistic regression; always the training majority label).\n"
+        "word 1-2 n-grams with logistic regression; always the training majority label)."
     )
-    return head + "\n".join(rows) + "\n" + note
+    if _has_pairs(floors, tasks):
+        note += (
+            " For sentence pairs the TF-IDF floor reads the joined pair; the pair floor is "
+            "TF-IDF pair features (a, b, |a-b|, a*b) of the two texts + the same regression."
+        )
+    return head + "\n".join(rows) + "\n" + note + "\n"
+
+
+def _has_pairs(floors: dict[str, Any], tasks: list[str]) -> bool:
+    """Whether any task has the pair-feature floor (a sentence-pair task)."""
+    return any((floors.get(t) or {}).get("tfidf_pair") is not None for t in tasks)
 
 
 def _floor_rows(floors: dict[str, Any], tasks: list[str]) -> list[str]:
-    """Table rows of the TF-IDF and majority (or mean) floors, when every task has them."""
+    """Table rows of the TF-IDF and majority (or mean) floors, when every task has them.
+
+    With a sentence-pair task among them the TF-IDF row says it joins the pair,
+    and a pair-feature row follows ("–" for single-text tasks, and then no mean).
+    """
     if not tasks or any(not floors.get(t) for t in tasks):
         return []
     rows = []
     named = {"majority": "majority class", "mean": "training mean", "memorised": "memorised tags"}
     names = " / ".join(sorted({named[floors[t]["constant_name"]] for t in tasks}))
-    for key, label in (("tfidf", "TF-IDF floor"), ("constant", names)):
+    pairs = _has_pairs(floors, tasks)
+    joined = "TF-IDF floor (pairs: joined text)" if pairs else "TF-IDF floor"
+    for key, label in (("tfidf", joined), ("constant", names)):
         values = [floors[t][key] for t in tasks]
         if any(v is None for v in values):
             continue
         cells = " | ".join(f"{100 * v:.1f}" for v in values)
         mean = 100 * statistics.mean(values)
         rows.append(f"| {label} | – | – | {cells} | {mean:.1f} |")
+    if pairs:
+        values = [floors[t].get("tfidf_pair") for t in tasks]
+        cells = " | ".join("–" if v is None else f"{100 * v:.1f}" for v in values)
+        mean = "–" if None in values else f"{100 * statistics.mean(values):.1f}"
+        rows.append(f"| TF-IDF pair-feature floor | – | – | {cells} | {mean} |")
     return rows
+
+
+def _plot_floors(ax: Any, floor: dict[str, Any]) -> None:
+    """One task's floors as dashed lines, each labelled with which floor it is."""
+    pair = floor.get("tfidf_pair") is not None
+    names = {
+        "tfidf": "TF-IDF floor (joined pair)" if pair else "TF-IDF floor",
+        "tfidf_pair": "TF-IDF pair features (a, b, |a-b|, a*b)",
+        "constant": floor.get("constant_name", ""),
+    }
+    colours = (("tfidf", "tab:green"), ("tfidf_pair", "tab:olive"), ("constant", "grey"))
+    for key, colour in colours:
+        if floor.get(key) is not None:
+            ax.axhline(100 * floor[key], ls="--", color=colour, label=names[key], lw=1)
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
@@ -514,11 +554,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
             if p["arm"] == TABLE_ARM:
                 y = 100 * p["scores"][task]["median"]
                 ax.axhline(y, ls=":", color="tab:purple", label=TABLE_ARM, lw=1.2)
-        floor = (result.get("floors") or {}).get(task) or {}
-        for key, colour in (("tfidf", "tab:green"), ("constant", "grey")):
-            if floor.get(key) is not None:
-                name = "TF-IDF floor" if key == "tfidf" else floor["constant_name"]
-                ax.axhline(100 * floor[key], ls="--", color=colour, label=name, lw=1)
+        _plot_floors(ax, (result.get("floors") or {}).get(task) or {})
         ax.set_title(f"{task} ({base['scores'][task]['metric']})")
         ax.set_xlabel("pre-training FLOPs")
         ax.set_ylabel("test score (median over seeds)")

@@ -164,7 +164,8 @@ def featurize_splits(
 
 
 def floors_of(args: FinetuneArgs, data: TaskData, main_metric: str, parts: dict) -> Any:
-    """Majority/mean and TF-IDF floors on exactly the examples the model sees (cached)."""
+    """Majority/mean and TF-IDF floors (pair features too, for pairs) on exactly the
+    examples the model sees (cached)."""
     out = Path(args.output or f"finetuned/{data.spec.name}")
     cache = Path(args.floors_cache) if args.floors_cache else out / "floors"
     examples = {k: (p.examples if p else []) for k, p in parts.items()}

@@ -94,8 +94,9 @@ class Family:
     sequence_level: bool = True  # one output row per input (not per token)
     default_max_length: int = 128
     default_epochs: int = 3  # Table 7; a task may ask for more (TaskSpec.epochs)
-    # The floor beside the scores (baselines.py): "majority"/"mean" (with TF-IDF), "memorised"
-    # (tagging's lookup floor), "window" (QA's sliding window); None: none.
+    # The floor beside the scores (baselines.py): "majority"/"mean" (with TF-IDF, and for
+    # pairs TF-IDF pair features too), "memorised" (tagging's lookup floor), "window" (QA's
+    # sliding window); None: none.
     floor_constant: str | None = None
     torch_side: str = ""  # "module:attribute" of the PyTorch side, imported on first use
 

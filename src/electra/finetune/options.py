@@ -114,7 +114,8 @@ class FinetuneArgs(RecipeFlags, DataFlags, FinetuneTarget):
     keep_all_seeds: bool = option("Keep every seed's best model under OUT/seeds/.", default=False)
     floors: bool = option(
         "Score the floors on the same split: majority class (or training mean) and TF-IDF + "
-        "logistic (ridge) regression.",
+        "logistic (ridge) regression; for sentence pairs also TF-IDF pair features "
+        "(a, b, |a-b|, a*b).",
         default=True,
     )
     floors_cache: str = option(

@@ -25,8 +25,10 @@ hyper-parameter), ``seeds`` (per seed: best epoch, dev and test scores of that
 epoch, the per-epoch history of train loss, dev loss, dev scores and
 seconds), ``summary`` (median, mean, sample std, min, max per metric over
 seeds, for dev and test), ``floors`` (majority class or training mean, and
-TF-IDF + logistic/ridge regression, trained and scored on the same examples;
-see ``baselines.py``), ``best_seed``, ``timings``, ``versions``. Scores are
+TF-IDF + logistic/ridge regression, a sentence pair joined into one text, plus
+for pair tasks ``tfidf_pair``, TF-IDF pair features (a, b, |a-b|, a*b) + the same
+regression; trained and scored on the same examples, each described in words
+under ``descriptions``; see ``baselines.py``), ``best_seed``, ``timings``, ``versions``. Scores are
 fractions (0.91, not 91); the printed tables show them x100. It is rewritten
 atomically after every seed (``"complete": false`` until the last one).
 
