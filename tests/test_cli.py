@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from electra.cli import add_dataclass_arguments, command_parser, config_leaves, main
+from electra.cli import COMMANDS, add_dataclass_arguments, command_parser, config_leaves, main
 from electra.experiments.compare import arm_run_dir
 from electra.experiments.options import ARM_KEYS, CompareCommand
 from electra.model.config import ElectraConfig
@@ -204,3 +204,11 @@ def test_plain_and_inherited_fields_still_make_plain_flags() -> None:
     ns = parser.parse_args(["a", "b", "--limit", "2", "-o", "x", "--strip"])
     assert _Flat(**vars(ns)) == _Flat(inputs=["a", "b"], limit=2.0, output="x", strip=True)
     assert "[--SECTION.FIELD" not in parser.format_usage()
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_answers_help(name: str, capsys) -> None:
+    with pytest.raises(SystemExit) as done:
+        main([name, "--help"])
+    assert done.value.code == 0
+    assert "usage: electra" in capsys.readouterr().out

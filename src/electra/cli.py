@@ -207,7 +207,7 @@ def _add_field_argument(
     tp, optional = _unwrap_optional(hint)
     meta = f.metadata
     has_default, default = _field_default(f)
-    help_text = meta.get("doc", "")
+    help_text = meta.get("doc", "").replace("%", "%%")  # argparse formats help with %
     if has_default and default not in (None, [], "") and tp is not bool:
         help_text = f"{help_text} (default: {default})"
     kwargs: dict[str, Any] = {"help": help_text, **_type_arguments(cls, f, tp, has_default)}

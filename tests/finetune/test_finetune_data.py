@@ -297,3 +297,26 @@ def test_balance_option_reaches_the_data_and_old_models_keep_their_split() -> No
     assert _data_options_for(old, SimpleNamespace()).balance is False  # saved before balancing
     new = SimpleNamespace(info=SimpleNamespace(data={"balance": True}, task="nsmc"))
     assert _data_options_for(new, SimpleNamespace()).balance is True
+
+
+def test_sentence_pairs_that_share_a_premise_never_straddle_splits() -> None:
+    from electra.finetune.common import TextExample
+    from electra.finetune.tasks import pair_strata, seeded_split
+
+    labels = ("entailment", "neutral", "contradiction")
+    pool = [TextExample(f"premise {i}", f"h{i}{k}", k) for i in range(100) for k in labels]
+    strata, note = pair_strata(pool, {"key": lambda e: e.label})
+    assert note == "; grouped by first text, 200 repeats"
+    train, dev, test = seeded_split(pool, [0.8, 0.1, 0.1], 42, **strata)
+    assert {e.text for e in train}.isdisjoint({e.text for e in dev} | {e.text for e in test})
+    unique = [TextExample(f"p{i}", "h", labels[i % 3]) for i in range(30)]
+    assert pair_strata(unique, {"key": lambda e: e.label})[1] == ""  # stratified as before
+
+
+def test_klue_nli_test_premises_are_not_in_train() -> None:
+    from electra.finetune.tasks import load_task_data
+
+    splits = load_task_data("klue-nli").splits
+    train = {e.text for e in splits.train}
+    assert not any(e.text in train for e in splits.test)
+    assert not any(e.text in train for e in splits.dev)

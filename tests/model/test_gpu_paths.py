@@ -80,15 +80,6 @@ def test_cuda_asked_for_without_a_gpu_is_a_clear_error(monkeypatch: pytest.Monke
         resolve_device("cuda", option="--device")
 
 
-def test_pretraining_tests_pin_the_cpu(tmp_path) -> None:
-    """On a GPU machine the exactness tests must still run where they were written for."""
-    import test_train
-    from builders import tiny_config
-
-    assert tiny_config(tmp_path, tmp_path).run.device == "cpu"
-    assert "run.device='cpu'" in test_train._pretrain_args(tmp_path, tmp_path)
-
-
 # -- fp16 -----------------------------------------------------------------------------------
 
 

@@ -397,3 +397,9 @@ def test_time_based_checkpoints_never_evict_scheduled_ones(tmp_path) -> None:
     for step in (10, 13, 17, 20, 21, 30, 33):
         ckpt.save(tmp_path / "mixed", step, state, {}, {}, keep_last=2, scheduled_every=10)
     assert [c.step for c in ckpt.step_dirs(tmp_path / "mixed")] == [33, 30, 20]
+
+
+def test_pretraining_tests_pin_the_cpu(tmp_path) -> None:
+    """On a GPU machine the exactness tests must still run where they were written for."""
+    assert tiny_config(tmp_path, tmp_path).run.device == "cpu"
+    assert "run.device='cpu'" in _pretrain_args(tmp_path, tmp_path)

@@ -3,8 +3,10 @@
 Built-in tasks read the layout of ``shared/data`` (``--data-dir``, or the
 environment variable ``ELECTRA_DATA_DIR``, default ``<repo>/../shared/data``).
 Which file is train, dev and test, per task (``split_seed`` 42 by default;
-every seeded split is stratified by label for classification and grouped by
-article for QA so no paragraph leaks between splits):
+every seeded split is stratified by label for classification, grouped by
+article for QA so no paragraph leaks between splits, and grouped by the first
+text for sentence pairs that share one, e.g. KLUE-NLI's three hypotheses per
+premise, so no premise leaks):
 
 * **GLUE** (SST-2, CoLA, MRPC, STS-B, RTE, WNLI): the official dev set has
   labels and the test set does not, so model selection uses a seeded 10%
@@ -339,6 +341,23 @@ def _read_pool(
     return reader(layout.pool)
 
 
+def pair_strata(
+    pool: Sequence[Any], strata: dict[str, Callable[[Any], Any]]
+) -> tuple[dict[str, Callable[[Any], Any]], str]:
+    """The split keywords for ``pool``: grouped by the first text when sentence pairs
+    share it (KLUE-NLI: three hypotheses per premise, one per label), so no premise is in
+    two splits; else ``strata`` unchanged. Also the words the split notes add.
+
+    Stratified by label, such a pool sends a test premise's other two labels to train,
+    and a model (or floor) that remembers the premise is pushed to a wrong label.
+    """
+    firsts = [e.text for e in pool if getattr(e, "text_pair", None)]
+    if len(set(firsts)) == len(firsts):
+        return strata, ""
+    repeated = len(firsts) - len(set(firsts))
+    return {"group": lambda e: e.text}, f"; grouped by first text, {repeated:,} repeats"
+
+
 def _split_pool(
     pool: list[Any], src: str, opts: DataOptions, parts: dict, notes: dict, strata: dict
 ) -> None:
@@ -352,10 +371,11 @@ def _split_pool(
     for kind in missing:
         f_train -= fraction[kind]
     kinds, fractions = ["train", *missing], [f_train] + [fraction[k] for k in missing]
+    strata, grouped = pair_strata(pool, strata)
     slices = seeded_split(pool, fractions, opts.split_seed, **strata)
     for kind, part, f in zip(kinds, slices, fractions, strict=True):
         parts[kind] = part
-        notes[kind] = f"{src}: seeded {f:.0%} (split_seed {opts.split_seed})"
+        notes[kind] = f"{src}: seeded {f:.0%} (split_seed {opts.split_seed}{grouped})"
 
 
 def _train_without_file(
@@ -368,11 +388,12 @@ def _train_without_file(
         _split_pool(pool, str(layout.pool), opts, parts, notes, strata)
     elif parts["dev"] is not None:
         src = notes["dev"]
+        strata, grouped = pair_strata(parts["dev"], strata)
         parts["train"], parts["dev"] = seeded_split(
             parts["dev"], [0.8, 0.2], opts.split_seed, **strata
         )
-        notes["train"] = f"{src}: seeded 80% ({how}; no training file)"
-        notes["dev"] = f"{src}: seeded 20% ({how})"
+        notes["train"] = f"{src}: seeded 80% ({how}{grouped}; no training file)"
+        notes["dev"] = f"{src}: seeded 20% ({how}{grouped})"
     else:
         raise DatasetError(
             f"task {spec.name!r}: no training data found; pass --train-file "

@@ -39,8 +39,8 @@ class TokenizerCommand(CorpusOptions):
     limit_alphabet: int | None = field(
         default=None,
         metadata={
-            "doc": "Most distinct characters kept (default: those covering 99.95%% of the "
-            "text, at most 80%% of the vocabulary with their ## forms)."
+            "doc": "Most distinct characters kept (default: those covering 99.95% of the "
+            "text, at most 80% of the vocabulary with their ## forms)."
         },
     )
     limit_mb: float | None = field(
