@@ -68,7 +68,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory, en_tokenizer_dir: Path) -
     enc = export_discriminator(ElectraDiscriminator(cfg), root / "models" / "enc", en_tokenizer_dir)
     export_onnx(enc, root / "onnx" / "encoder")
     out["encoder"] = (enc, root / "onnx" / "encoder")
-    # ConvBERT's mixed attention (padding-dependent span convolution included).
+    # ConvBERT's mixed attention (its span convolutions mask the padding too).
     conv = tiny_task_model(
         root / "models", en_tokenizer_dir, "classification", "convbert", conv_kernel_size=3
     )
@@ -108,6 +108,39 @@ def test_fp32_matches_pytorch_on_a_padded_batch(exported: dict, family: str) -> 
         want = ref[i] if pooled else ref[i, : len(f["input_ids"])]
         assert got[i].shape == want.shape
         np.testing.assert_allclose(got[i], want, atol=1e-4, rtol=0)
+
+
+@pytest.fixture(scope="module")
+def convbert_k9(tmp_path_factory: pytest.TempPathFactory, en_tokenizer_dir: Path) -> Path:  # noqa: F811
+    """The ONNX export of a ConvBERT classifier with the cpu recipe's conv_kernel_size 9 and
+    non-trivial weights (at init the padding's effect on the logits is below 1e-5)."""
+    root = tmp_path_factory.mktemp("onnx_k9")
+    torch.manual_seed(3)
+    cfg = preset(
+        "tiny",
+        vocab_size=vocab_size(en_tokenizer_dir),
+        max_position_embeddings=64,
+        conv_kernel_size=9,
+    )
+    model = get_family("classification").build_model(ElectraModel(cfg), 2)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    labels, features = FAMILIES["classification"]
+    info = TaskInfo(task="custom", family="classification", labels=labels, features=features)
+    save_finetuned(model, root / "model", info, en_tokenizer_dir)
+    export_onnx(root / "model", root / "onnx")
+    return root / "onnx"
+
+
+def test_a_text_gets_the_same_output_alone_and_in_a_padded_batch(convbert_k9: Path) -> None:
+    """The exported graph keeps the encoder's masking of padding (ConvBERT's convolutions
+    included): each text's logits alone equal its logits padded beside longer texts."""
+    rt = OnnxModel.load(convbert_k9, precision="fp32")
+    feats = padded_features(rt)
+    together = rt.run(feats, batch_size=8)
+    for f, got in zip(feats, together, strict=True):
+        np.testing.assert_allclose(got, rt.run([f], batch_size=1)[0], atol=1e-5, rtol=0)
 
 
 def test_manifest_and_side_files(exported: dict) -> None:

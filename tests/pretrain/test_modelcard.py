@@ -34,3 +34,15 @@ def test_card_says_how_to_load_a_plain_export_and_warns_for_the_local_convolutio
     conv = model_card("discriminator", _facts(local_conv_kernel=3))
     assert "from_pretrained" not in conv
     assert "local_conv_kernel = 3" in conv and "electra finetune --model" in conv
+
+
+def test_convbert_card_says_how_transformers_differs_on_padded_batches() -> None:
+    """The sentence is checked against transformers in tests/model/test_padding_invariance.py."""
+    from electra.pretrain.modelcard import finetuned_card, padding_note
+
+    card = model_card("discriminator", _facts(conv_kernel_size=9))
+    assert padding_note(9) in card and "last 4 tokens" in card
+    assert "Padded batches" not in model_card("discriminator", _facts())
+    info = {"task": "nsmc", "family": "classification", "labels": ["0", "1"]}
+    assert padding_note(9) in finetuned_card("ConvBertForSequenceClassification", info, 9)
+    assert "Padded batches" not in finetuned_card("ElectraForSequenceClassification", info)

@@ -139,7 +139,8 @@ def save_finetuned(
     body = json.dumps(dataclasses.asdict(info), indent=2, ensure_ascii=False) + "\n"
     atomic_write_bytes(out / TASK_FILE, body.encode("utf-8"))
     arch = model.config.hf_architecture(family.architecture)  # ConvBERT's for mixed attention
-    write_card_text(out, finetuned_card(arch, dataclasses.asdict(info)))
+    card = finetuned_card(arch, dataclasses.asdict(info), model.config.conv_kernel_size)
+    write_card_text(out, card)
     return out
 
 

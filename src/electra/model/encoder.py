@@ -293,9 +293,14 @@ class MixedSelfAttention(SelfAttention):
     from that position's span (a separable convolution of the keys, times the query), so
     every layer sees its neighbours from the first step: the locality that plain
     ELECTRA has to discover through absolute positions, slowly at small budgets.
-    Names and arithmetic are transformers' ``ConvBertSelfAttention``, padding included:
-    its convolution reads padded positions too, so a token near the end of a padded
-    row gets the same (slightly padding-dependent) value as in ``transformers``.
+    Names, parameters and arithmetic are transformers' ``ConvBertSelfAttention`` on an
+    unpadded row. On a padded row ours zeroes what the two sequence convolutions read at
+    padded positions (the key convolution's input, the span convolution's values), so a
+    token's output is what it would be alone: there the convolutions' own zero padding
+    sits past the end. transformers does not mask (the last K//2 real tokens of a shorter
+    row read the pad positions' hidden states, and later layers' attention spreads that to
+    the whole row), so the two agree on padded batches only row by row (the model cards
+    say so; tests/model/test_padding_invariance.py checks both).
     """
 
     def __init__(self, config: ElectraConfig) -> None:
@@ -308,23 +313,40 @@ class MixedSelfAttention(SelfAttention):
         self.dropout_p = config.attention_probs_dropout_prob
 
     def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        """x (B, L, H), mask (B, 1, 1, L) bool or None -> (B, L, H)."""
         B, L, _ = x.shape
         n, K = self.num_heads, self.kernel
+        keep = None if mask is None else mask[:, 0, 0, :, None]  # (B, L, 1), True: real token
         q, k, v = self.project(x)  # each (B, L, A)
         p = self.dropout_p if self.training else 0.0
         attended = _attend(q, k, v, n, mask, p)  # (B, L, A)
         # One softmaxed K-tap kernel per position and head, from its span and its query.
-        dyn = self.conv_kernel_layer(self.key_conv_attn_layer(x) * q)  # (B, L, n*K)
+        # The depthwise convolution has no bias, so zeroed pads read as its zero padding.
+        span = self.key_conv_attn_layer(_zero_padding(x, keep))  # (B, L, A)
+        dyn = self.conv_kernel_layer(span * q)  # (B, L, n*K)
         dyn = dyn.view(B, L, n, K, 1).softmax(dim=3)
         # The K taps as K shifted views of the zero-padded values: transformers' unfold and
-        # matmul copy a (B, L, A, K) tensor, 1.5x (bf16) to 6x (fp32) slower on CPU.
-        values = F.pad(self.conv_out_layer(x), (0, 0, K // 2, K // 2))  # (B, L+K-1, A)
+        # matmul copy a (B, L, A, K) tensor, 1.5x (bf16) to 6x (fp32) slower on CPU. Pads are
+        # zeroed after the projection (its bias would otherwise be what they hold).
+        values = _zero_padding(self.conv_out_layer(x), keep)  # (B, L, A)
+        values = F.pad(values, (0, 0, K // 2, K // 2))  # (B, L+K-1, A)
         values = values.view(B, L + K - 1, n, -1)  # (B, L+K-1, n, A/n)
         conv = values[:, :L] * dyn[..., 0, :]
         for j in range(1, K):
             conv = conv + values[:, j : j + L] * dyn[..., j, :]  # (B, L, n, A/n)
         # Attention heads first, then convolution heads: (B, L, 2n, A/n) -> (B, L, H).
         return torch.cat([attended.view(B, L, n, -1), conv], dim=2).flatten(2)
+
+
+def _zero_padding(t: Tensor, keep: Tensor | None) -> Tensor:
+    """(B, L, C) ``t`` with its padded positions zeroed (``keep``: (B, L, 1) bool, or None).
+
+    What a sequence convolution reads at a pad must be what it reads past the end of an
+    unpadded row, zero, or a token's output would depend on what else is in its batch.
+    A multiply in ``t``'s dtype: no host sync, no promotion of bf16 activations, and one
+    ``Mul`` in an ONNX graph.
+    """
+    return t if keep is None else t * keep.to(t.dtype)
 
 
 class MixedAttention(nn.Module):

@@ -238,8 +238,30 @@ def _use_lines(arch: str, shape: ElectraConfig) -> list[str]:
             f"`ConvBertForSequenceClassification` and the like).{head}",
             "",
             *_snippet(arch),
+            "",
+            padding_note(shape.conv_kernel_size),
         ]
     return _snippet(arch)
+
+
+def padding_note(kernel: int) -> str:
+    """What a ConvBERT card says about padded batches under transformers (``kernel``: K).
+
+    Each clause is checked against transformers by tests/model/test_padding_invariance.py:
+    in its first layer only the last K//2 real tokens of the shorter row differ, at the
+    output the whole row does, and electra's model gives the row-alone outputs padded.
+    """
+    return (
+        f"**Padded batches.** With `transformers`, `ConvBertModel` (and the `ConvBertFor*` "
+        f"classes) mixes padding into the last {kernel // 2} tokens (K//2, K = "
+        f"`conv_kernel_size` = {kernel}) of every shorter sequence in a padded batch: each "
+        "layer's span convolution reads the hidden states at the pad positions, and the "
+        "attention of the layers after carries the difference to the rest of the sequence, "
+        "so a text's outputs depend on what else is in its batch. Predict one text at a time "
+        "with `transformers`, or use electra's runtime (`electra predict`, with PyTorch or the "
+        "ONNX export), which zeroes the padding before each convolution, for batch-invariant "
+        "results. On an unpadded sequence the two agree to float precision (same weights)."
+    )
 
 
 def _snippet(arch: str) -> list[str]:
@@ -252,8 +274,9 @@ def _snippet(arch: str) -> list[str]:
     ]
 
 
-def finetuned_card(architecture: str, info: dict[str, Any]) -> str:
-    """The README.md text of a fine-tuned model (``info``: its ``electra_task.json``)."""
+def finetuned_card(architecture: str, info: dict[str, Any], conv_kernel_size: int = 0) -> str:
+    """The README.md text of a fine-tuned model (``info``: its ``electra_task.json``;
+    ``conv_kernel_size``: the encoder's, whose ConvBERT export behaves differently padded)."""
     scores = info.get("dev_scores") or {}
     score_lines = [
         f"| {k} | {v:.4f} |" for k, v in scores.items() if isinstance(v, int | float)
@@ -295,6 +318,8 @@ def finetuned_card(architecture: str, info: dict[str, Any]) -> str:
         " toolkit (`electra finetune`).",
         "",
     ]
+    if conv_kernel_size:
+        body[-1:-1] = ["", "## Use", "", padding_note(conv_kernel_size)]
     return "\n".join(body)
 
 
