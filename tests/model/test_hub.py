@@ -12,12 +12,11 @@ malformed id, and the provenance (repo id, commit sha, sha256) in the records.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
-from builders import tiny_model, write_tokenizer_dir
+from builders import offline_hub_cache, publish_to_hub_cache, tiny_model, write_tokenizer_dir
 
 from electra.cli import main
 from electra.model.hub import HubModelError, resolve_model_path, split_hub_id
@@ -34,33 +33,14 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
 
 @pytest.fixture()
 def hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty Hub cache, offline: env vars and the constants read at import time."""
-    from huggingface_hub import constants
-
-    cache = tmp_path / "hf-cache"
-    cache.mkdir()
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    return cache
+    """An empty Hub cache, offline."""
+    return offline_hub_cache(tmp_path / "hf-cache", monkeypatch)
 
 
 def tiny_dir(path: Path, seed: int = 0) -> Path:
     """A tiny random discriminator with a ten-word lowercase vocabulary."""
     tok = write_tokenizer_dir(path.parent / f"{path.name}-tok", VOCAB, lowercase=True)
     return tiny_model(path, tok, len(VOCAB), seed=seed)
-
-
-def publish(cache: Path, repo_id: str, model_dir: Path, sha: str, *refs: str) -> Path:
-    """Lay ``model_dir`` into the cache as snapshot ``sha`` of ``repo_id``, named by ``refs``."""
-    repo = cache / f"models--{repo_id.replace('/', '--')}"
-    snapshot = repo / "snapshots" / sha
-    shutil.copytree(model_dir, snapshot)
-    (repo / "refs").mkdir(parents=True, exist_ok=True)
-    for ref in refs:
-        (repo / "refs" / ref).write_text(sha, encoding="utf-8")
-    return snapshot
 
 
 def test_hub_ids_and_paths_are_told_apart() -> None:
@@ -75,7 +55,7 @@ def test_finetune_evaluate_predict_export_by_hub_id(
     hub_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``electra finetune --model org/tiny`` trains from the cache and records where from."""
-    snapshot = publish(hub_cache, "org/tiny", tiny_dir(tmp_path / "m"), SHA_A, "main")
+    snapshot = publish_to_hub_cache(hub_cache, "org/tiny", tiny_dir(tmp_path / "m"), SHA_A, "main")
     monkeypatch.chdir(tmp_path)
     torch.set_num_threads(1)
     rows = [("good movie", "pos"), ("bad film", "neg"), ("very great plot", "pos")] * 8
@@ -95,7 +75,7 @@ def test_finetune_evaluate_predict_export_by_hub_id(
     info = json.loads((out / "model" / "electra_task.json").read_text(encoding="utf-8"))
     assert info["source_model"] == f"org/tiny@{SHA_A}"
     # the fine-tuned model, published in turn: evaluate, predict and export take its id
-    publish(hub_cache, "org/tuned", out / "model", SHA_B, "main")
+    publish_to_hub_cache(hub_cache, "org/tuned", out / "model", SHA_B, "main")
     assert main(["evaluate", "--model", "org/tuned", "--split", "dev", "--no-progress"]) == 0
     scored = json.loads((tmp_path / "eval-dev.json").read_text(encoding="utf-8"))
     assert scored["model_source"]["revision"] == SHA_B  # written here, not into the cache
@@ -108,8 +88,8 @@ def test_finetune_evaluate_predict_export_by_hub_id(
 
 
 def test_revision_picks_its_snapshot(hub_cache: Path, tmp_path: Path) -> None:
-    publish(hub_cache, "org/tiny", tiny_dir(tmp_path / "a", seed=0), SHA_A, "main")
-    publish(hub_cache, "org/tiny", tiny_dir(tmp_path / "b", seed=1), SHA_B, "v1.0")
+    publish_to_hub_cache(hub_cache, "org/tiny", tiny_dir(tmp_path / "a", seed=0), SHA_A, "main")
+    publish_to_hub_cache(hub_cache, "org/tiny", tiny_dir(tmp_path / "b", seed=1), SHA_B, "v1.0")
     main_ = resolve_model_path("org/tiny")
     tagged = resolve_model_path("org/tiny@v1.0")
     pinned = resolve_model_path(f"org/tiny@{SHA_A}")
@@ -122,7 +102,7 @@ def test_revision_picks_its_snapshot(hub_cache: Path, tmp_path: Path) -> None:
 
 
 def test_local_directory_wins(hub_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    publish(hub_cache, "org/tiny", tiny_dir(tmp_path / "hub"), SHA_A, "main")
+    publish_to_hub_cache(hub_cache, "org/tiny", tiny_dir(tmp_path / "hub"), SHA_A, "main")
     monkeypatch.chdir(tmp_path)
     local = tiny_dir(tmp_path / "org" / "tiny", seed=3)
     resolved = resolve_model_path("org/tiny")
@@ -132,7 +112,7 @@ def test_local_directory_wins(hub_cache: Path, tmp_path: Path, monkeypatch: pyte
 
 def test_pickled_only_repo_is_refused(hub_cache: Path, tmp_path: Path) -> None:
     model = tiny_dir(tmp_path / "m")
-    snapshot = publish(hub_cache, "org/pickled", model, SHA_A, "main")
+    snapshot = publish_to_hub_cache(hub_cache, "org/pickled", model, SHA_A, "main")
     (snapshot / "model.safetensors").unlink()
     (snapshot / "pytorch_model.bin").write_bytes(b"not to be unpickled")
     with pytest.raises(HubModelError, match="only pytorch_model.bin; only safetensors"):
@@ -157,7 +137,7 @@ def test_missing_and_malformed_ids_say_what_to_do(
 
 def test_continued_pretraining_records_the_hub_source(hub_cache: Path, tmp_path: Path) -> None:
     """``--init-from org/tiny``: read from the snapshot, recorded as repo and commit."""
-    snapshot = publish(hub_cache, "org/tiny", tiny_dir(tmp_path / "m"), SHA_A, "main")
+    snapshot = publish_to_hub_cache(hub_cache, "org/tiny", tiny_dir(tmp_path / "m"), SHA_A, "main")
     init, sources = resolve_init(InitConfig(discriminator="org/tiny"))
     assert Path(init.discriminator) == snapshot and init.generator == ""
     start = origin(init, "tok", sources)

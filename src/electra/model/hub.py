@@ -126,7 +126,8 @@ def download_snapshot(repo_id: str, revision: str) -> str:
     """``snapshot_download`` of the files a model directory needs; clear errors for the rest."""
     try:
         import huggingface_hub
-        from huggingface_hub import constants, errors
+        from huggingface_hub import constants
+        from huggingface_hub import utils as errors  # its errors, there since 0.20
     except ImportError:  # pragma: no cover - a declared dependency
         raise HubModelError(
             f"{repo_id}: no such model directory; to fetch it from the Hugging Face Hub "
