@@ -117,6 +117,9 @@ def test_pickled_only_repo_is_refused(hub_cache: Path, tmp_path: Path) -> None:
     (snapshot / "pytorch_model.bin").write_bytes(b"not to be unpickled")
     with pytest.raises(HubModelError, match="only pytorch_model.bin; only safetensors"):
         resolve_model_path("org/pickled")
+    (snapshot / "pytorch_model.bin").unlink()  # a snapshot cached without its weights
+    with pytest.raises(HubModelError, match="snapshots/a+ has no safetensors weights"):
+        resolve_model_path("org/pickled")
 
 
 def test_missing_and_malformed_ids_say_what_to_do(

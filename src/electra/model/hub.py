@@ -95,8 +95,8 @@ def split_hub_id(spec: str) -> tuple[str, str] | None:
 def resolve_model_path(spec: str | Path) -> ResolvedModel:
     """The model directory ``spec`` names: a local path (always first) or a Hub id.
 
-    A local path is returned as it is (the commands say when it is not a
-    directory). A Hub id is downloaded (or found in the cache, offline) and
+    A local path (and any :class:`~pathlib.Path`) is returned as it is (the
+    commands say when it is not a directory). A Hub id is downloaded (or found in the cache, offline) and
     checked to hold safetensors weights.
     """
     text = str(spec)
@@ -178,15 +178,19 @@ def weight_hashes(snapshot: Path, repo_id: str, revision: str) -> dict[str, str]
     A repo (or a cached snapshot) with only ``pytorch_model.bin`` is refused:
     pickled weights are never loaded from the Hub.
     """
-    files = sorted(p for p in snapshot.rglob("*.safetensors") if p.is_file())
+    files = sorted(p for p in snapshot.glob("*.safetensors") if p.is_file())  # what is loaded
     if not files:
         shown = f"{repo_id}@{revision}" if revision else repo_id
         pickled = [n for n in _PICKLES if (snapshot / n).is_file()] or _remote_pickles(
             repo_id, snapshot.name
         )
-        what = f"only {', '.join(pickled)}" if pickled else "no safetensors weights"
+        what = (
+            f"the Hub repo has only {', '.join(pickled)}"
+            if pickled
+            else f"its snapshot {snapshot} has no safetensors weights"
+        )
         raise HubModelError(
-            f"{shown}: the Hub repo has {what}; only safetensors weights are loaded from the "
+            f"{shown}: {what}; only safetensors weights are loaded from the "
             "Hub (pickled weights can run code). Look for a safetensors revision (the Hub's "
             "conversion bot opens one as a pull request: ORG/NAME@refs/pr/N), or convert it "
             "yourself and pass the local directory"
