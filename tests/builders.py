@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -94,3 +95,28 @@ def tiny_config(blocks: Path, out: Path, *extra: str):
         *extra,
     ]
     return load_config("tiny", overrides)
+
+
+def offline_hub_cache(cache: Path, monkeypatch: Any) -> Path:
+    """An empty Hugging Face cache at ``cache``, offline: the environment variables, and the
+    ``huggingface_hub.constants`` they were read into at import time."""
+    from huggingface_hub import constants
+
+    cache.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    return cache
+
+
+def publish_to_hub_cache(cache: Path, repo_id: str, model_dir: Path, sha: str, *refs: str) -> Path:
+    """Lay ``model_dir`` into ``cache`` as ``huggingface_hub`` does: snapshot ``sha`` of
+    ``repo_id`` (``models--org--name/snapshots/SHA/``), each of ``refs`` a file holding it."""
+    repo = cache / f"models--{repo_id.replace('/', '--')}"
+    snapshot = repo / "snapshots" / sha
+    shutil.copytree(model_dir, snapshot)
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    for ref in refs:
+        (repo / "refs" / ref).write_text(sha, encoding="utf-8")
+    return snapshot

@@ -391,6 +391,30 @@ def test_an_encoder_only_release_gets_a_fresh_head(
     assert "with a fresh replaced-token head" in card
 
 
+def test_a_hub_id_continues_and_is_recorded(
+    law_blocks, released, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--init-from org/name``: the cached snapshot is read, and summary.json and the model
+    card name the repo, its commit sha and the weights' sha256 (offline, hand-laid cache)."""
+    from builders import offline_hub_cache, publish_to_hub_cache
+
+    from electra.pretrain.trainer import Trainer
+    from electra.system.files import sha256_file
+
+    cache = offline_hub_cache(tmp_path / "hf-cache", monkeypatch)
+    sha = "c" * 40
+    snapshot = publish_to_hub_cache(cache, "org/released", released[0], sha, "v1.0")
+    run = tmp_path / "run"
+    Trainer(continue_config(law_blocks, run, "org/released@v1.0", None)).fit()  # type: ignore[arg-type]
+    source = json.loads((run / "summary.json").read_text())["origin"]["discriminator_source"]
+    weights = sha256_file(snapshot / "model.safetensors")
+    assert source["repo_id"] == "org/released" and source["revision"] == sha
+    assert source["requested_revision"] == "v1.0"
+    assert source["files_sha256"] == {"model.safetensors": weights}
+    card = (run / "hf" / "discriminator" / "README.md").read_text()
+    assert f"`org/released@{sha}`" in card and weights in card
+
+
 def test_shape_comes_from_the_checkpoint(law_blocks, released, tmp_path) -> None:
     msg = refusal(
         continue_config(

@@ -26,12 +26,13 @@ from electra.export.onnx import check_model_dir, export_onnx
 from electra.export.options import ExportArgs
 from electra.finetune.modeling import read_task_info, record_max_length
 from electra.model import checkpoint as ckpt
+from electra.model.hub import resolve_model_path
 from electra.pretrain.export import export_run
 
 
 def export_cli(args: ExportArgs) -> int:
     """Run ``electra export`` (its ``--help`` is :class:`~electra.export.options.ExportArgs`'s docstring)."""
-    src = Path(args.source)
+    src = resolve_model_path(args.source).path  # a local path, or a Hub snapshot
     is_model = is_model_dir(src)
     if args.quantize != "none" and not args.onnx:
         raise ValueError("--quantize needs --onnx")
@@ -47,7 +48,7 @@ def export_cli(args: ExportArgs) -> int:
             raise ValueError(f"{src} is a model directory: give -o OUT (or --onnx)")
         print(f"model: {copy_model_dir(src, Path(args.output))}")
         return 0
-    run = ckpt.resolve(args.source)
+    run = ckpt.resolve(src)
     out = Path(args.output) if args.output else run.parent.parent / "hf"
     for name, directory in export_run(run, out).items():
         print(f"{name}: {directory}")

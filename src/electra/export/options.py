@@ -20,7 +20,8 @@ class ExportArgs:
     source: str = field(
         metadata={
             "doc": "A pre-training run (or its checkpoints/ or a step-N), or a model directory "
-            "(a fine-tuned model, or an encoder such as RUN/hf/discriminator).",
+            "(a fine-tuned model, or an encoder such as RUN/hf/discriminator), or a model's "
+            "Hub id ORG/NAME[@REVISION].",
             "positional": True,
         }
     )

@@ -55,6 +55,7 @@ from electra.finetune.training import (
     train_seed,
 )
 from electra.model.hf import read_config
+from electra.model.hub import resolve_model_path
 from electra.system.files import atomic_write_json
 from electra.system.precision import resolve_device
 from electra.text.tokenizer import load_tokenizer, special_ids
@@ -238,7 +239,8 @@ def finetune(args: FinetuneArgs) -> dict[str, Any]:
     """Fine-tune ``args.model`` on a task for every seed; returns the results dict."""
     t_start = time.perf_counter()
     spec = get_task(args.task)
-    model_dir = Path(args.model)
+    resolved = resolve_model_path(args.model)  # a local directory, or a Hub snapshot
+    model_dir = resolved.path
     if not model_dir.is_dir():
         raise FileNotFoundError(f"{model_dir}: no such model directory")
     device = resolve_device(args.device, option="--device")
@@ -266,9 +268,10 @@ def finetune(args: FinetuneArgs) -> dict[str, Any]:
         device=device,
         pad_id=special_ids(tokenizer).pad,
         progress=args.progress,
+        source_model=resolved.name if resolved.from_hub else "",
     )
     extra = {
-        "model": model_section(model_dir, cfg, raw_config, tok_source),
+        "model": model_section(model_dir, cfg, raw_config, tok_source, resolved.source()),
         "featurize_seconds": feat_seconds,
     }
     results = start_results(job, data, parts, extra)
@@ -344,7 +347,8 @@ def evaluate(args: EvaluateArgs) -> dict[str, Any]:
     """Score a fine-tuned model on its task's test (or dev/train) split or on a file."""
     t0 = time.perf_counter()
     device = resolve_device(args.device, option="--device")
-    ft = load_finetuned(args.model, device)
+    resolved = resolve_model_path(args.model)  # a local directory, or a Hub snapshot
+    ft = load_finetuned(resolved.path, device)
     info = ft.info
     spec = task_of(ft, args.task, args.model)
     opts = _data_options_for(ft, args)
@@ -369,7 +373,8 @@ def evaluate(args: EvaluateArgs) -> dict[str, Any]:
         "format": "electra-evaluate-results/1",
         "command": "evaluate",
         "created": now(),
-        "model": str(Path(args.model).resolve()),
+        "model": str(resolved.path.resolve()),
+        "model_source": resolved.source(),
         "task": spec.name,
         "family": spec.family.name,
         "main_metric": info.main_metric or spec.main_metric,
@@ -382,7 +387,9 @@ def evaluate(args: EvaluateArgs) -> dict[str, Any]:
         "seconds": time.perf_counter() - t0,
         "versions": versions(),
     }
-    out = Path(args.output) if args.output else Path(args.model) / f"eval-{split}.json"
+    # never write into the Hub cache: a Hub model's scores go to the current directory
+    default_dir = Path(".") if resolved.from_hub else resolved.path
+    out = Path(args.output) if args.output else default_dir / f"eval-{split}.json"
     atomic_write_json(out, result, ensure_ascii=False)
     print(f"{spec.name} {split} ({len(examples)} examples, scores x100)")
     for k, v in scores.items():

@@ -88,7 +88,10 @@ class RecipeFlags:
 class FinetuneTarget:
     """What ``electra finetune`` trains, on which task, and where it writes (first in --help)."""
 
-    model: str = option("Model directory to start from: our export or any Hugging Face ELECTRA.")
+    model: str = option(
+        "Model directory to start from (our export or any Hugging Face ELECTRA), or a Hub id "
+        "ORG/NAME[@REVISION] (safetensors only; a local directory of that name wins)."
+    )
     task: str = option(f"Task: {', '.join(TASKS)}.", default="custom")
     output: str = option(
         "Output directory (results.json, model/).", default="", meta={"short": "-o"}
@@ -128,7 +131,10 @@ class FinetuneArgs(RecipeFlags, DataFlags, FinetuneTarget):
 class EvaluateArgs:
     """Score a fine-tuned model on its task's test split (or --split dev, or --test-file)."""
 
-    model: str = option("Fine-tuned model directory (from electra finetune, or a HF task model).")
+    model: str = option(
+        "Fine-tuned model directory (from electra finetune, or a HF task model), or its Hub id "
+        "ORG/NAME[@REVISION]."
+    )
     task: str = option("Task (default: the one the model was fine-tuned on).", default="")
     split: Literal["test", "dev", "train"] = option(
         "Split of the task's data to score (rebuilt with the model's split seed).", default="test"

@@ -134,8 +134,18 @@ def _split_section(family: Any, p: Prepared | None, source: str) -> dict[str, An
     }
 
 
-def model_section(model_dir: Path, cfg: Any, raw_config: dict[str, Any], tok: Path) -> dict:
-    """The ``model`` section: path, architecture, shape and tokenizer."""
+def model_section(
+    model_dir: Path,
+    cfg: Any,
+    raw_config: dict[str, Any],
+    tok: Path,
+    source: dict[str, Any] | None = None,
+) -> dict:
+    """The ``model`` section: path, architecture, shape, tokenizer and ``source``.
+
+    ``source`` says where the model came from (:func:`electra.system.provenance.model_source`):
+    a local directory, or a Hub repo id with its commit sha and weight checksums.
+    """
     return {
         "path": str(model_dir.resolve()),
         "architectures": raw_config.get("architectures"),
@@ -144,6 +154,7 @@ def model_section(model_dir: Path, cfg: Any, raw_config: dict[str, Any], tok: Pa
         "embedding_size": cfg.embedding_size,
         "vocab_size": cfg.vocab_size,
         "tokenizer": str(tok.resolve()),
+        "source": source or {"kind": "local", "path": str(model_dir.resolve())},
     }
 
 
@@ -159,7 +170,7 @@ def task_info(job: TrainingJob, options: DataOptions, task: dict[str, Any]) -> T
         features=dataclasses.asdict(job.settings),
         data=dataclasses.asdict(options),
         recipe=job.recipe.to_dict(),
-        source_model=str(job.model_dir.resolve()),
+        source_model=job.source_model or str(job.model_dir.resolve()),
     )
 
 

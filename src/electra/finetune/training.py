@@ -191,6 +191,8 @@ class TrainingJob:
     device: torch.device
     pad_id: int
     progress: bool = True
+    # Where the model came from when not a local directory (``org/name@sha``).
+    source_model: str = ""
 
     @property
     def family(self) -> Family:

@@ -22,7 +22,10 @@ class PredictArgs:
 
     """
 
-    model: str = option("Fine-tuned model directory (or, with --backend onnx, an ONNX export).")
+    model: str = option(
+        "Fine-tuned model directory or Hub id ORG/NAME[@REVISION] (or, with --backend onnx, "
+        "an ONNX export directory)."
+    )
     input: str = option(
         "Input: .txt (one text per line; 'a<TAB>b' for pairs), .csv/.tsv/.jsonl/.json tables, "
         ".conll (tagging), SQuAD .json or .jsonl (QA).",

@@ -35,7 +35,7 @@ from electra.finetune.readers import numbered_lines, read_data_text
 from electra.inference.options import PredictArgs
 from electra.inference.runtime import OnnxModel
 from electra.system.files import atomic_write_json, atomic_write_text
-from electra.system.provenance import versions
+from electra.system.provenance import model_source, versions
 
 
 def _doc(text: str, **kw: Any) -> Any:
@@ -149,6 +149,7 @@ def predict(args: PredictArgs) -> dict[str, Any]:
     check_labels_of(info, data.examples)
     preds = model.predict_examples(data.examples, args.batch_size)
     records = [model.record(e, p) for e, p in zip(data.examples, preds, strict=True)]
+    source = getattr(model, "source", None) or model_source(args.model)
     out = Path(args.output) if args.output else Path(f"{Path(args.input).stem}.predictions.jsonl")
     lines = ordered_lines(data, records)
     atomic_write_text(out, "\n".join(lines) + "\n")
@@ -160,7 +161,8 @@ def predict(args: PredictArgs) -> dict[str, Any]:
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "backend": args.backend,
         "precision": getattr(model, "precision", "bf16" if args.bf16 else "fp32"),
-        "model": str(Path(args.model).resolve()),
+        "model": str(Path(source["path"]).resolve()),
+        "model_source": source,
         "task": info.task,
         "family": info.family,
         "labels": info.labels,

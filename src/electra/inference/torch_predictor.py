@@ -14,6 +14,7 @@ from electra.finetune.training import (
     run_model,
     truncated,
 )
+from electra.model.hub import resolve_model_path
 from electra.system.precision import resolve_device
 from electra.text.tokenizer import special_ids
 
@@ -25,7 +26,9 @@ class TorchPredictor:
 
     def __init__(self, model_dir: str, device: str, bf16: bool, progress: bool) -> None:
         self.device = resolve_device(device, option="--device")
-        self.ft = load_finetuned(model_dir, self.device)
+        resolved = resolve_model_path(model_dir)  # a local directory, or a Hub snapshot
+        self.source = resolved.source()  # recorded in *.results.json
+        self.ft = load_finetuned(resolved.path, self.device)
         self.info = self.ft.info
         max_length = self.ft.family.truncation_length(self.info.settings.max_length)
         self.ft.tokenizer = prepared_tokenizer(self.ft.tokenizer, max_length)  # once, not per call

@@ -146,7 +146,10 @@ class InitConfig:
 
     discriminator: str = field(
         default="",
-        metadata={"doc": "HF ElectraForPreTraining directory to continue (empty: random init)."},
+        metadata={
+            "doc": "HF ElectraForPreTraining directory, or Hub id ORG/NAME[@REVISION], to "
+            "continue (empty: random init)."
+        },
     )
     generator: str = field(
         default="",

@@ -45,6 +45,7 @@ from electra.model.checkpoint import CheckpointError
 from electra.model.config import ElectraConfig, generator_config
 from electra.model.encoder import EMBEDDING_TABLES, DisentangledEmbeddings
 from electra.model.hf import WEIGHT_FILES, load_into, read_config, read_weights, weight_names
+from electra.model.hub import resolve_model_path
 from electra.pretrain.config import InitConfig, ObjectiveConfig
 from electra.pretrain.objective import ElectraForPretraining
 from electra.system.files import sha256_file
@@ -73,6 +74,27 @@ class Start:
     generator: ElectraConfig
     special: SpecialIds
     origin: dict[str, Any]
+    # ``init`` with Hub ids replaced by their snapshot directories (what is read)
+    init: InitConfig | None = None
+
+
+def resolve_init(init: InitConfig) -> tuple[InitConfig, dict[str, dict[str, Any]]]:
+    """``init`` with each Hub id (``org/name[@rev]``) replaced by its snapshot directory.
+
+    Also returns each model's source record (``{"discriminator": ..., "generator": ...}``),
+    so the run says which repo and commit it started from, not only a cache path.
+    A local directory that exists wins over a Hub id of the same spelling.
+    """
+    sources: dict[str, dict[str, Any]] = {}
+    changes: dict[str, str] = {}
+    for role in ("discriminator", "generator"):
+        spec = getattr(init, role)
+        if not spec:
+            continue
+        resolved = resolve_model_path(spec)
+        changes[role] = str(resolved.path)
+        sources[role] = resolved.source()
+    return dataclasses.replace(init, **changes), sources
 
 
 def weights_sha256(model_dir: str | Path) -> tuple[str, str]:
@@ -212,6 +234,7 @@ def plan_start(
             f"objective.objective = {objective.objective!r}: init.discriminator continues "
             "ELECTRA (rtd) pre-training"
         )
+    init, sources = resolve_init(init)
     disc = read_discriminator_shape(init.discriminator, model_fields)
     if init.generator:
         gen = read_generator_shape(init.generator, disc, init.discriminator, model_fields)
@@ -226,11 +249,19 @@ def plan_start(
     tokenizer_hash = check_tokenizer(init.discriminator, blocks, disc.vocab_size)
     # A table padded beyond the vocabulary (some releases) keeps its size.
     special = dataclasses.replace(blocks.special, vocab_size=disc.vocab_size)
-    return Start(disc, gen, special, origin(init, tokenizer_hash))
+    return Start(disc, gen, special, origin(init, tokenizer_hash, sources), init)
 
 
-def origin(init: InitConfig, tokenizer_hash: str) -> dict[str, Any]:
-    """Where the run started: directories and weight checksums (recorded in the run)."""
+def origin(
+    init: InitConfig, tokenizer_hash: str, sources: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """Where the run started: directories and weight checksums (recorded in the run).
+
+    ``sources`` (from :func:`resolve_init`) adds ``discriminator_source`` and
+    ``generator_source``: the Hub repo id, commit sha and per-file SHA-256 of a
+    model given by its Hub id, or the local path.
+    """
+    sources = sources or {}
     d_file, d_sha = weights_sha256(init.discriminator)
     out: dict[str, Any] = {
         "discriminator": str(Path(init.discriminator).resolve()),
@@ -241,6 +272,8 @@ def origin(init: InitConfig, tokenizer_hash: str) -> dict[str, Any]:
         "generator_weights": None,
         "generator_sha256": None,
         "tokenizer_sha256": tokenizer_hash,
+        "discriminator_source": sources.get("discriminator"),
+        "generator_source": sources.get("generator"),
     }
     if init.generator:
         g_file, g_sha = weights_sha256(init.generator)

@@ -124,21 +124,39 @@ def _data_lines(facts: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _start_name(origin: dict[str, Any], role: str) -> str:
+    """A starting model as the card names it: ``org/name@sha`` from the Hub, else its path."""
+    source = origin.get(f"{role}_source") or {}
+    if source.get("kind") == "hub":
+        return f"{source['repo_id']}@{source['revision']}"
+    return str(origin[role])
+
+
+def _hub_file_lines(origin: dict[str, Any], role: str) -> list[str]:
+    """One line per weight file of a Hub start, with its SHA-256 (to check a download)."""
+    source = origin.get(f"{role}_source") or {}
+    if source.get("kind") != "hub":
+        return []
+    return [f"  - `{name}` sha256 `{sha}`" for name, sha in source["files_sha256"].items()]
+
+
 def _origin_lines(origin: dict[str, Any] | None) -> list[str]:
     if not origin:
         return ["Pre-trained from random initialisation."]
     lines = [
         "Continued pre-training of",
-        f"- discriminator `{origin['discriminator']}` "
+        f"- discriminator `{_start_name(origin, 'discriminator')}` "
         f"(`{origin['discriminator_weights']}` sha256 `{origin['discriminator_sha256']}`)",
+        *_hub_file_lines(origin, "discriminator"),
     ]
     if origin.get("fresh_head"):
         lines.append("- with a fresh replaced-token head (the directory held an encoder only)")
     if origin.get("generator"):
         lines.append(
-            f"- generator `{origin['generator']}` "
+            f"- generator `{_start_name(origin, 'generator')}` "
             f"(`{origin['generator_weights']}` sha256 `{origin['generator_sha256']}`)"
         )
+        lines.extend(_hub_file_lines(origin, "generator"))
     else:
         lines.append("- with a fresh generator (the starting directory had none)")
     lines.append("")

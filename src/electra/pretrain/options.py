@@ -54,14 +54,14 @@ class PretrainCommand:
     init_from: str | None = field(
         default=None,
         metadata={
-            "doc": "Continue pre-training a Hugging Face ELECTRA discriminator directory "
-            "(init.discriminator); its config.json gives the shape."
+            "doc": "Continue pre-training a Hugging Face ELECTRA discriminator directory, or "
+            "Hub id ORG/NAME[@REVISION] (init.discriminator); its config.json gives the shape."
         },
     )
     init_generator: str | None = field(
         default=None,
         metadata={
-            "doc": "Its generator directory (init.generator); without it a fresh generator "
+            "doc": "Its generator directory or Hub id (init.generator); without it a fresh generator "
             "of objective.generator_size is built."
         },
     )

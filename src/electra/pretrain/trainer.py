@@ -123,7 +123,7 @@ class Trainer:
         model = ElectraForPretraining(model_cfg, cfg.objective, special, gen_cfg).to(env.device)
         step, position, state = self._restore(model, out)
         if start is not None and state is None:
-            for note in load_start_weights(model, cfg.init):
+            for note in load_start_weights(model, start.init or cfg.init):
                 if env.main:
                     print(note, file=sys.stderr)
         if cfg.init.token_embeddings == "ppmi" and state is None:
