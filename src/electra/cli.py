@@ -58,6 +58,7 @@ from electra.finetune.options import EvaluateArgs, FinetuneArgs
 from electra.inference.options import PredictArgs
 from electra.pretrain.options import ExtendVocabCommand, FlopsCommand, PretrainCommand
 from electra.system.allocator import AllocatorError, reexec_for_speed
+from electra.system.errors import RunError
 from electra.text.options import TokenizerCommand
 
 
@@ -400,6 +401,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, FileNotFoundError, ValueError) as exc:
         print(f"electra {name}: error: {exc}", file=sys.stderr)
         return 2
+    except RunError as exc:  # a run that stopped or could not start, saying why
+        print(f"electra {name}: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"electra {name}: interrupted", file=sys.stderr)
         return 130
