@@ -23,6 +23,8 @@ blocks made by ``electra prepare``. What it guarantees:
   (``skipped_steps``); ``run.max_nonfinite_in_a_row`` of them in a row stop
   the run, naming the last good checkpoint. Decided on the device, with no
   host sync, identically on every rank;
+* one run per run directory: rank 0 holds its lock (``.electra.lock``, naming
+  pid, host and start), a second run refuses to start;
 * metrics (losses, accuracies, replaced-token precision/recall, learning
   rate, gradient norm, tokens, cumulative FLOPs) to ``metrics.jsonl`` and
   TensorBoard, a progress bar, periodic validation with health metrics
@@ -40,6 +42,7 @@ import json
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,6 +83,7 @@ from electra.pretrain.metrics import MetricsLog, StepWindow, one_line_summary
 from electra.pretrain.objective import ElectraForPretraining, SampleRNG, picks_per_row
 from electra.system import allocator
 from electra.system.files import atomic_write_json
+from electra.system.locks import DirectoryLock, DirectoryLocked
 from electra.system.precision import autocast_for, resolve_precision
 
 
@@ -123,10 +127,40 @@ class Trainer:
     resume: bool = False
 
     def fit(self) -> dict[str, Any]:
-        """Run (or resume) the whole run; the summary, or {} where this process did not save."""
-        cfg = self.cfg
+        """Run (or resume) the whole run; the summary, or {} where this process did not save.
+
+        Rank 0 holds the run directory's lock throughout (:mod:`electra.system.locks`):
+        a second run on the same directory refuses to start, naming this one.
+        """
         self.t_fit0 = time.time()  # run.fit_minutes counts from here
         env = self._setup_process()
+        with self._run_lock(env):
+            return self._fit(env)
+
+    @contextlib.contextmanager
+    def _run_lock(self, env: Dist) -> Iterator[None]:
+        """Rank 0 locks run.output_dir for the block; when it cannot, every rank raises
+        :class:`DirectoryLocked` (none is left waiting in a collective)."""
+        lock = DirectoryLock(self.cfg.run.output_dir) if env.main else None
+        refused: DirectoryLocked | None = None
+        try:
+            if lock is not None:
+                lock.acquire()
+        except DirectoryLocked as exc:
+            refused = exc
+        if self._any_rank(refused is not None):
+            raise refused or DirectoryLocked(
+                f"{self.cfg.run.output_dir}: rank 0 could not lock the run directory"
+            )
+        try:
+            yield
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _fit(self, env: Dist) -> dict[str, Any]:
+        """:meth:`fit` once the process is set up and the run directory locked."""
+        cfg = self.cfg
         train, val = self._open_blocks()
         start = plan_start(cfg.init, cfg.model, cfg.objective, train)  # None: random init
         model_cfg, gen_cfg, special = self._shapes(start, train)
