@@ -200,3 +200,24 @@ def test_finetune_refuses_an_output_directory_in_use(
         assert main(_finetune_args(*toy, tmp_path / "out")) == 1
     assert f"in use by pid {os.getpid()}" in capsys.readouterr().err
     assert not (tmp_path / "out" / "results.json").exists()
+
+
+@pytest.mark.slow
+def test_torchrun_ranks_all_refuse_a_run_directory_in_use(blocks: Path, tmp_path: Path) -> None:
+    """Rank 0 alone takes the lock; refused, it tells the other ranks, so none waits
+    forever in a collective: the job ends with rank 0's message."""
+    run = tmp_path / "run"
+    holder = hold(run)
+    try:
+        torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+        args = ["-m", "electra.cli", "pretrain", "--config", "tiny", "--data", str(blocks)]
+        args += ["-o", str(run), "--run.device", "cpu", "--no-run.progress"]
+        job = subprocess.run(
+            [*torchrun, *args], env=cli_env(), capture_output=True, text=True, timeout=300
+        )
+    finally:
+        holder.communicate("")
+    assert job.returncode != 0
+    assert f"in use by pid {holder.pid} on host {HOST}" in job.stderr
+    assert "rank 0 could not lock the run directory" in job.stderr  # rank 1's refusal
+    assert not (run / "checkpoints").exists()
