@@ -212,3 +212,70 @@ def test_every_command_answers_help(name: str, capsys) -> None:
         main([name, "--help"])
     assert done.value.code == 0
     assert "usage: electra" in capsys.readouterr().out
+
+
+# -- an option given twice: accumulated or refused, never dropped --------------------------------
+
+
+def test_a_repeated_set_keeps_every_override(trained) -> None:
+    cfg = pretrain(trained, "--set", "optim.max_steps=3", "--set", "optim.batch_size=4")
+    assert (cfg.optim.max_steps, cfg.optim.batch_size) == (3, 4)
+    cfg = pretrain(
+        trained, "--set", "optim.max_steps=3", "run.seed=5", "--set", "optim.max_steps=6"
+    )
+    assert (cfg.optim.max_steps, cfg.run.seed) == (6, 5)  # in order: the later one applies
+
+
+def test_a_repeated_list_flag_accumulates_and_replaces_the_default() -> None:
+    parser, command = command_parser("finetune")
+
+    def seeds(*argv: str) -> list[int]:
+        return command.options(**vars(parser.parse_args(["--model", "m", *argv]))).seeds
+
+    assert seeds() == [1]
+    assert seeds("--seeds", "4") == [4]  # the default [1] is replaced, not added to
+    assert seeds("--seeds", "2", "--seeds", "3", "4") == [2, 3, 4]
+    assert seeds("--seeds", "2") == [2]  # a later parse starts afresh
+    parser, command = command_parser("extend-vocab")
+    ns = parser.parse_args(["d", "-o", "x", "--corpus", "a.txt", "--corpus", "b.txt"])
+    assert command.options(**vars(ns)).corpus == ["a.txt", "b.txt"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["-o", "a", "--output", "b"],
+            "argument --output/-o: given more than once ('a', then 'b')",
+        ),
+        (["--config", "tiny"], "argument --config: given more than once ('cpu', then 'tiny')"),
+        (["--optim.max_steps", "3", "--optim.max_steps", "5"], "--optim.max_steps: given more"),
+        (["--run.compile", "--no-run.compile"], "--run.compile/--no-run.compile: given more"),
+        (["--resume", "--resume"], "argument --resume/--no-resume: given more than once"),
+        (["--objective", "mlm", "--objective", "rtd"], "argument --objective: given more"),
+    ],
+)
+def test_a_single_valued_flag_given_twice_is_refused_naming_it(
+    trained, capsys, args, message
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["pretrain", "--config", "cpu", *args])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not trained
+
+
+def test_no_option_of_any_command_can_drop_a_value() -> None:
+    """Every flag of every command is one that refuses a second value or accumulates it."""
+    from electra import cli
+
+    kinds = (cli._StoreOnce, cli._BooleanOnce, cli._ExtendList)
+    kinds += (cli._StoreDotted, cli._StoreDottedBool)
+    for name in cli.COMMANDS:
+        parser, _ = command_parser(name)
+        for action in parser._actions:
+            if action.option_strings and not isinstance(action, argparse._HelpAction):
+                assert isinstance(action, kinds), f"electra {name} {action.option_strings}"
+    parser, _ = command_parser("pretrain")  # and each parse starts with nothing seen
+    assert parser.parse_args(["-o", "a"]).output == "a"
+    assert parser.parse_args(["-o", "b"]).output == "b"

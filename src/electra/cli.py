@@ -27,6 +27,13 @@ a wrong value is an argparse error naming the flag; a ``bool`` is
 The command decides the precedence; pretrain and compare apply the recipe, then
 ``--set``, then the dotted flags.
 
+No value given on the command line is ever dropped: a flag that takes several
+values (``--set``, ``--seeds``, a ``list`` field) accumulates them when it is
+repeated (``--set a=1 --set b=2`` is ``--set a=1 b=2``; the first occurrence
+replaces the default, it does not add to it), and a single-valued flag given
+twice (``-o a --output b``, ``--progress --no-progress``, ``--optim.max_steps 3
+--optim.max_steps 5``) is an error naming it, rather than the last one winning.
+
 Why our own generator rather than tyro or jsonargparse (litgpt's): neither would
 remove code. The strict TOML recipe loading with ``--set`` overrides
 (:mod:`electra.config`) stays either way, both read help from docstrings or
@@ -58,6 +65,7 @@ from electra.finetune.options import EvaluateArgs, FinetuneArgs
 from electra.inference.options import PredictArgs
 from electra.pretrain.options import ExtendVocabCommand, FlopsCommand, PretrainCommand
 from electra.system.allocator import AllocatorError, reexec_for_speed
+from electra.system.errors import RunError
 from electra.text.options import TokenizerCommand
 
 
@@ -184,19 +192,73 @@ def _field_default(f: dataclasses.Field) -> tuple[bool, Any]:
     return False, None
 
 
+def _seen(parser: argparse.ArgumentParser, namespace: argparse.Namespace) -> set[str]:
+    """The destinations given so far in the parse that fills ``namespace``.
+
+    Kept on the parser beside the namespace it belongs to (a new parse has a new
+    namespace, hence a fresh set), so the namespace itself holds only the options.
+    """
+    held = getattr(parser, "_electra_seen", None)
+    if held is None or held[0] is not namespace:
+        held = (namespace, set())
+        parser._electra_seen = held  # type: ignore[attr-defined]
+    return held[1]
+
+
+def _once(action: argparse.Action, parser, namespace, value: Any) -> None:
+    """Refuse a second occurrence of the single-valued ``action`` in this parse (argparse
+    prefixes the message with the flag: ``argument --output/-o: given more than once``)."""
+    seen = _seen(parser, namespace)
+    if action.dest in seen:
+        first = getattr(namespace, action.dest)
+        raise argparse.ArgumentError(
+            action, f"given more than once ({first!r}, then {value!r}); give it once"
+        )
+    seen.add(action.dest)
+
+
+class _StoreOnce(argparse.Action):
+    """A single-valued flag: stored, and an error when given again."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        _once(self, parser, namespace, values)
+        setattr(namespace, self.dest, values)
+
+
+class _BooleanOnce(argparse.BooleanOptionalAction):
+    """``--x`` / ``--no-x``: either, once."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        if option_string in self.option_strings:
+            _once(self, parser, namespace, not option_string.startswith("--no-"))
+        super().__call__(parser, namespace, values, option_string)
+
+
+class _ExtendList(argparse.Action):
+    """A flag of several values: repeated, it accumulates them (``--set a --set b`` is
+    ``--set a b``); its first occurrence replaces the default rather than adding to it."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        seen = _seen(parser, namespace)
+        kept = list(getattr(namespace, self.dest) or []) if self.dest in seen else []
+        seen.add(self.dest)
+        setattr(namespace, self.dest, [*kept, *values])
+
+
 def _type_arguments(cls: type, f: dataclasses.Field, tp: Any, has_default: bool) -> dict:
-    """``add_argument`` keywords that make argparse parse a field of type ``tp``."""
+    """``add_argument`` keywords that make argparse parse a flag for a field of type ``tp``:
+    one value given once, or a list accumulated over repeats (see the module's doc)."""
     origin = typing.get_origin(tp)
     if tp is bool:
-        return {"action": argparse.BooleanOptionalAction}
+        return {"action": _BooleanOnce}
     if origin is typing.Literal:
         choices = list(typing.get_args(tp))
-        return {"choices": choices, "type": type(choices[0])}
+        return {"choices": choices, "type": type(choices[0]), "action": _StoreOnce}
     if origin is list:
         (item,) = typing.get_args(tp)
-        return {"nargs": "*" if has_default else "+", "type": item}
+        return {"nargs": "*" if has_default else "+", "type": item, "action": _ExtendList}
     if tp in (int, float, str):
-        return {"type": tp}
+        return {"type": tp, "action": _StoreOnce}
     raise TypeError(f"CLI cannot express field {cls.__name__}.{f.name}: {tp}")
 
 
@@ -212,6 +274,7 @@ def _add_field_argument(
         help_text = f"{help_text} (default: {default})"
     kwargs: dict[str, Any] = {"help": help_text, **_type_arguments(cls, f, tp, has_default)}
     if meta.get("positional"):
+        kwargs.pop("action", None)  # given once by its place
         if has_default:
             kwargs["nargs"] = "?" if typing.get_origin(tp) is not list else "*"
             kwargs["default"] = default
@@ -235,9 +298,18 @@ def _resolve(ref: type | str) -> type:
     return ref
 
 
-def _store(namespace: argparse.Namespace, into: str, key: str, value: Any) -> None:
+def _store(
+    action: argparse.Action, namespace: argparse.Namespace, into: str, key: str, value: Any
+) -> None:
+    """``value`` under ``key`` of the dict ``into``; a key already there was given before
+    in this parse (the default dict is empty): an error naming the flag."""
+    given = getattr(namespace, into)
+    if key in given:
+        raise argparse.ArgumentError(
+            action, f"given more than once ({given[key]!r}, then {value!r}); give it once"
+        )
     # A new dict each time: the parser's default must never be mutated.
-    setattr(namespace, into, {**getattr(namespace, into), key: value})
+    setattr(namespace, into, {**given, key: value})
 
 
 class _StoreDotted(argparse.Action):
@@ -248,7 +320,7 @@ class _StoreDotted(argparse.Action):
         self.into = into
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
-        _store(namespace, self.into, self.dest, values)
+        _store(self, namespace, self.into, self.dest, values)
 
 
 class _StoreDottedBool(argparse.BooleanOptionalAction):
@@ -260,7 +332,8 @@ class _StoreDottedBool(argparse.BooleanOptionalAction):
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         if option_string in self.option_strings:
-            _store(namespace, self.into, self.dest, not option_string.startswith("--no-"))
+            value = not option_string.startswith("--no-")
+            _store(self, namespace, self.into, self.dest, value)
 
 
 def _section_schema(f: dataclasses.Field, tp: Any) -> type | None:
@@ -400,6 +473,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, FileNotFoundError, ValueError) as exc:
         print(f"electra {name}: error: {exc}", file=sys.stderr)
         return 2
+    except RunError as exc:  # a run that stopped or could not start, saying why
+        print(f"electra {name}: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"electra {name}: interrupted", file=sys.stderr)
         return 130

@@ -35,9 +35,20 @@ def run(command: str, *paths: Path | str) -> int:
     return main(command.format(*paths).split())
 
 
+def quick(args: list[str]) -> list[str]:
+    """QUICK less the flags ``args`` sets itself: a flag given twice is refused."""
+    out: list[str] = []
+    for i, a in enumerate(QUICK):
+        flag = a if a.startswith("--") else QUICK[i - 1]
+        if flag not in args:
+            out.append(a)
+    return out
+
+
 def finetune(model: Path, out: Path, args: str) -> dict:
     """Fine-tune, check the results file is complete and that the loss went down."""
-    code = main(["finetune", "--model", str(model), "-o", str(out), *QUICK, *args.split()])
+    given = args.split()
+    code = main(["finetune", "--model", str(model), "-o", str(out), *quick(given), *given])
     assert code == 0
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert results["complete"] is True

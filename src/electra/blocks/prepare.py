@@ -45,6 +45,7 @@ from electra.blocks.shards import (
     our_files,
     write_manifest,
 )
+from electra.system.locks import LOCK_NAME, DirectoryLock
 from electra.system.log import setup_cli_logging
 from electra.text.corpus import Corpus, CorpusError, source_sha256
 from electra.text.tokenizer import (
@@ -188,7 +189,7 @@ def _reuse_or_clear(out: Path, fingerprint: str, overwrite: bool) -> bool:
         log.info("%s: already prepared from the same inputs and options; reusing it", out)
         return True
     ours = our_files(out)
-    others = [p for p in out.iterdir() if p not in ours]
+    others = [p for p in out.iterdir() if p not in ours and p.name != LOCK_NAME]
     if ours and not overwrite:
         state = (
             "holds blocks prepared from other inputs or options"
@@ -354,9 +355,21 @@ def _manifest(plan: _Plan, cmd: PrepareCommand, splits: dict[str, dict], t0: flo
 
 
 def prepare(cmd: PrepareCommand) -> Path:
-    """Build the blocks of ``cmd.inputs`` in ``cmd.output`` and return that directory."""
+    """Build the blocks of ``cmd.inputs`` in ``cmd.output`` and return that directory.
+
+    The output directory is locked first (:mod:`electra.system.locks`): a second
+    ``electra prepare`` on it refuses at once, naming this one.
+    """
     t0 = time.time()
-    plan = _plan(cmd)
+    out = Path(cmd.output)
+    if out.exists() and not out.is_dir():
+        raise CorpusError(f"{out}: exists and is not a directory")
+    with DirectoryLock(out):
+        return _prepare_locked(_plan(cmd), cmd, t0)
+
+
+def _prepare_locked(plan: _Plan, cmd: PrepareCommand, t0: float) -> Path:
+    """:func:`prepare` once the output directory is locked."""
     if _reuse_or_clear(plan.out, plan.fingerprint, cmd.overwrite):
         return plan.out
     plan.out.mkdir(parents=True, exist_ok=True)

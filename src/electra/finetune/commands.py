@@ -57,6 +57,7 @@ from electra.finetune.training import (
 from electra.model.hf import read_config
 from electra.model.hub import resolve_model_path
 from electra.system.files import atomic_write_json
+from electra.system.locks import DirectoryLock
 from electra.system.precision import resolve_device
 from electra.text.tokenizer import load_tokenizer, special_ids
 
@@ -236,7 +237,11 @@ def start_results(job: TrainingJob, data: TaskData, parts: dict, extra: dict[str
 
 
 def finetune(args: FinetuneArgs) -> dict[str, Any]:
-    """Fine-tune ``args.model`` on a task for every seed; returns the results dict."""
+    """Fine-tune ``args.model`` on a task for every seed; returns the results dict.
+
+    The output directory is locked from before the featurising on
+    (:mod:`electra.system.locks`): a second fine-tuning into it refuses to start.
+    """
     t_start = time.perf_counter()
     spec = get_task(args.task)
     resolved = resolve_model_path(args.model)  # a local directory, or a Hub snapshot
@@ -247,40 +252,40 @@ def finetune(args: FinetuneArgs) -> dict[str, Any]:
     gpu_defaults(device)
     cfg, raw_config = read_config(model_dir)
     data = load_task_data(spec, args.data_options())
-    recipe = build_recipe(args, data, cfg, device)
-    settings = feature_settings(recipe)
-    tok_source = Path(args.tokenizer) if args.tokenizer else model_dir
-    tokenizer = load_checked_tokenizer(tok_source, cfg)
-    check_main_metric(data, recipe.main_metric)
-    parts, feat_seconds = featurize_splits(args, data, tokenizer, settings)
     out_dir = Path(args.output or f"finetuned/{data.spec.name}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    job = TrainingJob(
-        model_dir=model_dir,
-        spec=data.spec,
-        recipe=recipe,
-        settings=settings,
-        labels=data.labels,
-        train=parts["train"],  # type: ignore[arg-type]
-        dev=parts["dev"],  # type: ignore[arg-type]
-        test=parts["test"],
-        num_layers=cfg.num_hidden_layers,
-        device=device,
-        pad_id=special_ids(tokenizer).pad,
-        progress=args.progress,
-        source_model=resolved.name if resolved.from_hub else "",
-    )
-    extra = {
-        "model": model_section(model_dir, cfg, raw_config, tok_source, resolved.source()),
-        "featurize_seconds": feat_seconds,
-    }
-    results = start_results(job, data, parts, extra)
-    if args.floors:
-        results["floors"] = floors_of(args, data, recipe.main_metric, parts)
-    run_seeds(job, results, out_dir, args, tok_source)
-    results["complete"] = True
-    results["timings"]["total_seconds"] = time.perf_counter() - t_start
-    atomic_write_json(out_dir / "results.json", results, ensure_ascii=False)
+    with DirectoryLock(out_dir):  # creates out_dir
+        recipe = build_recipe(args, data, cfg, device)
+        settings = feature_settings(recipe)
+        tok_source = Path(args.tokenizer) if args.tokenizer else model_dir
+        tokenizer = load_checked_tokenizer(tok_source, cfg)
+        check_main_metric(data, recipe.main_metric)
+        parts, feat_seconds = featurize_splits(args, data, tokenizer, settings)
+        job = TrainingJob(
+            model_dir=model_dir,
+            spec=data.spec,
+            recipe=recipe,
+            settings=settings,
+            labels=data.labels,
+            train=parts["train"],  # type: ignore[arg-type]
+            dev=parts["dev"],  # type: ignore[arg-type]
+            test=parts["test"],
+            num_layers=cfg.num_hidden_layers,
+            device=device,
+            pad_id=special_ids(tokenizer).pad,
+            progress=args.progress,
+            source_model=resolved.name if resolved.from_hub else "",
+        )
+        extra = {
+            "model": model_section(model_dir, cfg, raw_config, tok_source, resolved.source()),
+            "featurize_seconds": feat_seconds,
+        }
+        results = start_results(job, data, parts, extra)
+        if args.floors:
+            results["floors"] = floors_of(args, data, recipe.main_metric, parts)
+        run_seeds(job, results, out_dir, args, tok_source)
+        results["complete"] = True
+        results["timings"]["total_seconds"] = time.perf_counter() - t_start
+        atomic_write_json(out_dir / "results.json", results, ensure_ascii=False)
     print_report(job, results, out_dir)
     return results
 

@@ -74,6 +74,12 @@ class RecipeFlags:
         None, "bfloat16 autocast (default: where the GPU or CPU has native bf16)."
     )
     grad_clip: float = _flag(1.0, "Gradient clipping max norm (0: off).")
+    max_nonfinite_in_a_row: int = _flag(
+        20,
+        "Stop after this many optimizer steps in a row with a NaN or infinite loss or "
+        "gradient (0: never). Each such step is skipped (no update; the schedule moves on) "
+        "and counted in results.json (skipped_steps).",
+    )
 
     def overrides(self) -> dict[str, Any]:
         """Every field but ``size`` (its own argument) as :func:`make_recipe`'s overrides."""

@@ -111,6 +111,7 @@ class Recipe:
     main_metric: str = ""
     seeds: list[int] = field(default_factory=lambda: [1])
     bf16: bool = False
+    max_nonfinite_in_a_row: int = 20  # skipped steps (NaN/inf loss or gradient) that stop a seed
 
     def __post_init__(self) -> None:
         checks = [
@@ -134,6 +135,11 @@ class Recipe:
             (
                 self.select_by in ("metric", "loss"),
                 f"select_by must be 'metric' or 'loss', got {self.select_by!r}",
+            ),
+            (
+                self.max_nonfinite_in_a_row >= 0,
+                f"max_nonfinite_in_a_row must be >= 0 (0: never stop), "
+                f"got {self.max_nonfinite_in_a_row}",
             ),
             (bool(self.seeds), "at least one seed is needed"),
             (

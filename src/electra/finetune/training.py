@@ -4,6 +4,11 @@ Written once against :class:`~electra.finetune.families.Family`: the family
 featurises, batches, computes the loss and decodes; this module runs the
 model, the optimizer (AdamW with layer-wise decay, :mod:`~electra.finetune.recipe`)
 and the schedule, and keeps each seed's best epoch on dev (never on test).
+
+A step with a NaN or infinite loss or gradient is skipped (no update of the
+weights or of AdamW's state; the schedule moves on) and counted, on the device
+(:func:`~electra.model.optim.step_unless`); ``max_nonfinite_in_a_row`` of them
+in a row stop the seed with :class:`~electra.model.optim.NonFiniteError`.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from electra.finetune.families import Family
 from electra.finetune.recipe import Recipe, build_optimizer, linear_schedule
 from electra.finetune.tasks import TaskSpec
 from electra.model.hf import load_encoder
+from electra.model.optim import NonFiniteError, NonFiniteSteps, nonfinite, step_unless
 from electra.system.precision import autocast_for, bf16_is_fast
 
 LOSS_READ_EVERY = 50  # training steps between reads of the running loss (a GPU sync)
@@ -256,9 +262,11 @@ class Optimisation:
         self.scheduler = linear_schedule(self.optimizer, self.warmup, total)
         self.generator = torch.Generator().manual_seed(seed)
         self.step = 0
+        self.nonfinite = NonFiniteSteps(recipe.max_nonfinite_in_a_row, job.device)
 
-    def train_step(self, job: TrainingJob, idx: list[int]) -> torch.Tensor:
-        """One optimizer step over the examples ``idx``; their summed loss, on the device."""
+    def train_step(self, job: TrainingJob, idx: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """One optimizer step over the examples ``idx``: their summed loss and whether the
+        step was skipped (1: a NaN or infinite loss or gradient), both 0-d on the device."""
         recipe, family = job.recipe, job.family
         micro = recipe.micro_batch_size or recipe.batch_size
         self.optimizer.zero_grad(set_to_none=True)
@@ -271,12 +279,28 @@ class Optimisation:
             loss = family.loss(forward(self.model, batch, job.device, recipe.bf16), batch)
             (loss * (len(part) / len(idx))).backward()
             step_loss = step_loss + loss.detach().float() * len(part)
-        if recipe.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), recipe.grad_clip)
-        self.optimizer.step()
+        clip = recipe.grad_clip if recipe.grad_clip > 0 else float("inf")  # inf: the norm only
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+        skip = nonfinite(norm, step_loss)
+        step_unless(self.optimizer, skip)
         self.scheduler.step()
         self.step += 1
-        return step_loss
+        self.nonfinite.add(skip, self.step)
+        return step_loss, skip
+
+    def stop_if_nonfinite(self, seed: int, epoch: int) -> int:
+        """The steps skipped so far (a host sync); :class:`NonFiniteError` once
+        ``max_nonfinite_in_a_row`` of them came in a row."""
+        skipped, hit = self.nonfinite.read()
+        if hit:
+            limit = self.nonfinite.limit
+            raise NonFiniteError(
+                f"seed {seed}, epoch {epoch}, step {self.step}: {limit} steps in a row "
+                f"({self.nonfinite.streak()}) had a NaN or infinite loss or gradient "
+                f"(--max-nonfinite-in-a-row {limit}; {skipped} skipped in all); their updates "
+                "were skipped. Lower --learning-rate, or pass --no-bf16"
+            )
+        return skipped
 
 
 GROUP_BATCHES = 50  # batches per length-sorted group (transformers' megabatch_mult)
@@ -314,29 +338,25 @@ def train_epoch(job: TrainingJob, opt: Optimisation, seed: int, epoch: int) -> f
     opt.model.train()
     lengths = [len(f["input_ids"]) for f in features]
     batches = epoch_batches(lengths, recipe.batch_size, opt.generator, recipe.group_by_length)
-    running: Any = 0.0
-    seen = 0
+    running: Any = 0.0  # the summed loss of the steps taken (a skipped one's is NaN)
+    seen: Any = 0  # the examples of the steps taken
     bar = tqdm(
         total=opt.steps_per_epoch,
         desc=f"{job.spec.name} seed {seed} epoch {epoch}/{recipe.epochs}",
         disable=not job.progress,
         file=sys.stderr,
     )
-    for b, idx in enumerate(batches):
-        running = running + opt.train_step(job, idx)
-        seen += len(idx)
-        bar.update(1)
-        if opt.step % LOSS_READ_EVERY == 0 or b == opt.steps_per_epoch - 1:
-            mean = float(running) / seen  # the only host sync of the loop
-            if not math.isfinite(mean):
-                bar.close()
-                raise RuntimeError(
-                    f"seed {seed}, epoch {epoch}, by step {opt.step}: the training loss is "
-                    f"{mean}; lower --learning-rate, or pass --no-bf16"
-                )
-            bar.set_postfix(loss=f"{mean:.4f}")
-    bar.close()
-    return float(running) / max(1, seen)
+    with bar:
+        for b, idx in enumerate(batches):
+            loss, skip = opt.train_step(job, idx)
+            running = running + torch.where(skip > 0, 0.0, loss)
+            seen = seen + len(idx) * (1 - skip)
+            bar.update(1)
+            if opt.step % LOSS_READ_EVERY == 0 or b == opt.steps_per_epoch - 1:
+                skipped = opt.stop_if_nonfinite(seed, epoch)  # the loop's only host syncs
+                mean = float(running) / max(1.0, float(seen))
+                bar.set_postfix(loss=f"{mean:.4f}", **({"skipped": skipped} if skipped else {}))
+    return float(running) / float(seen) if float(seen) else float("nan")
 
 
 def train_seed(job: TrainingJob, seed: int) -> dict[str, Any]:
@@ -364,9 +384,11 @@ def train_seed(job: TrainingJob, seed: int) -> dict[str, Any]:
         )
         best.offer(opt.model, epoch, scores, dev_loss)
         shown = "n/a" if dev_loss is None else f"{dev_loss:.4f}"  # one line per epoch, always
+        skipped = opt.nonfinite.skipped
         print(
             f"{job.spec.name} seed {seed} epoch {epoch}: train loss {train_loss:.4f}, "
-            f"dev loss {shown}, dev {main} {100 * scores[main]:.2f}",
+            f"dev loss {shown}, dev {main} {100 * scores[main]:.2f}"
+            + (f", {skipped} steps skipped (NaN or infinite loss or gradient)" if skipped else ""),
             file=sys.stderr,
         )
     assert best.state is not None
@@ -382,6 +404,7 @@ def train_seed(job: TrainingJob, seed: int) -> dict[str, Any]:
         "test": test_scores,
         "test_loss": test_loss,
         "steps": opt.step,
+        "skipped_steps": opt.nonfinite.skipped,
         "warmup_steps": opt.warmup,
         "history": history,
         "seconds": time.perf_counter() - t0,

@@ -12,12 +12,14 @@ The directory is assembled under a temporary name, every file fsynced, then
 renamed into place, so a crash at any moment leaves either the previous
 checkpoint or a complete new one. On resume the newest checkpoint whose
 ``meta.json`` checksums verify is used; a truncated or corrupted one is
-reported and skipped.
+reported and skipped. A state holding a NaN or an infinity is never written
+(:class:`NonFiniteStateError`): resuming from it could only fail.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -35,6 +37,10 @@ from electra.system.files import fsync_dir, fsync_file, sha256_file
 
 class CheckpointError(ValueError):
     """A model directory or weights file is missing, corrupt or does not fit."""
+
+
+class NonFiniteStateError(CheckpointError):
+    """A checkpoint was refused: a weight or an optimizer value is NaN or infinite."""
 
 
 FORMAT_VERSION = 1
@@ -116,6 +122,35 @@ def latest_valid(root: Path) -> Checkpoint | None:
     return None
 
 
+def nonfinite_entries(tree: Any, prefix: str) -> list[str]:
+    """Dotted names of the NaN or infinite values in ``tree``: floating-point tensors and
+    floats, in dicts and lists (a state dict, an optimizer's state)."""
+    if isinstance(tree, Tensor):
+        finite = not tree.is_floating_point() or bool(torch.isfinite(tree).all())
+        return [] if finite else [prefix]
+    if isinstance(tree, float):
+        return [] if math.isfinite(tree) else [prefix]
+    if isinstance(tree, dict):
+        items: Any = tree.items()
+    elif isinstance(tree, list | tuple):
+        items = enumerate(tree)
+    else:
+        return []
+    return [name for k, v in items for name in nonfinite_entries(v, f"{prefix}.{k}")]
+
+
+def check_finite(path: Path, model_state: dict[str, Tensor], train_state: dict[str, Any]) -> None:
+    """Raise :class:`NonFiniteStateError` naming the first NaN or infinite values of the
+    checkpoint that would be written at ``path``."""
+    bad = nonfinite_entries(model_state, "model") + nonfinite_entries(train_state, "train_state")
+    if bad:
+        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+        raise NonFiniteStateError(
+            f"refusing to write checkpoint {path}: NaN or infinite values in "
+            f"{', '.join(bad[:3])}{more}"
+        )
+
+
 def save(
     root: Path,
     step: int,
@@ -131,10 +166,12 @@ def save(
     checkpoints at multiples of it are kept, plus the newest of all: a checkpoint
     written off schedule (after ``save_every_minutes``, on a signal) never evicts a
     scheduled one, which ``compare`` fine-tunes later. Without it, the
-    ``keep_last`` newest are kept.
+    ``keep_last`` newest are kept. A state with a NaN or an infinity anywhere is refused
+    (:class:`NonFiniteStateError`) before anything is written.
     """
-    root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step:08d}"
+    check_finite(final, model_state, train_state)
+    root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-step-{step:08d}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)

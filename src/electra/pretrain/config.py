@@ -244,6 +244,17 @@ class RunConfig:
     max_flops: float = field(
         default=0.0, metadata={"doc": "Stop once this many training FLOPs are spent (0: off)."}
     )
+    max_nonfinite_in_a_row: int = field(
+        default=20,
+        metadata={
+            "doc": "Stop after this many steps in a row with a NaN or infinite loss or "
+            "gradient (0: never), naming the step and the last good checkpoint (--resume "
+            "continues from it). Each such step is skipped: weights and optimizer state are "
+            "left as they were, but its batch is used up and it counts as a step (the "
+            "schedule moves on, as for fp16's overflow steps); skipped_steps counts them. "
+            "20 is more than the 16 halvings fp16's loss scale may need from 2^16 to 1."
+        },
+    )
     tensorboard: bool = field(default=True, metadata={"doc": "Also log to TensorBoard."})
     progress: bool = field(default=True, metadata={"doc": "Show a progress bar."})
     export: bool = field(default=True, metadata={"doc": "Export HF directories at the end."})
@@ -254,6 +265,13 @@ class RunConfig:
             "repeats the uninterrupted one exactly (slower; CPU runs are exact without)."
         },
     )
+
+    def __post_init__(self) -> None:
+        if self.max_nonfinite_in_a_row < 0:
+            raise ConfigError(
+                f"max_nonfinite_in_a_row must be >= 0 (0: never stop), "
+                f"got {self.max_nonfinite_in_a_row}"
+            )
 
 
 @dataclass

@@ -17,20 +17,29 @@ from electra.system.files import atomic_write_text
 
 
 class StepWindow:
-    """Metrics summed over the steps since the last log line (kept on the device)."""
+    """Metrics summed over the steps since the last log line (kept on the device).
+
+    A skipped step (a NaN or infinite loss or gradient) counts in ``steps`` and
+    ``tokens`` but not in the means: its values would turn them into NaN.
+    """
 
     def __init__(self) -> None:
         self.reset()
 
     def reset(self) -> None:
         self.sum: torch.Tensor | None = None
+        self.taken: torch.Tensor | None = None  # steps not skipped (on the device)
         self.steps = 0
         self.tokens = 0
         self.start = time.time()
         self.paused = 0.0  # evaluation and checkpoint time, not training
 
-    def add(self, values: torch.Tensor, tokens: int) -> None:
+    def add(self, values: torch.Tensor, tokens: int, skip: torch.Tensor | None = None) -> None:
+        """One step's metric values; ``skip`` (0-d, 1: skipped) keeps them out of the means."""
+        keep = torch.ones((), device=values.device) if skip is None else 1 - skip
+        values = torch.where(keep > 0, values, torch.zeros_like(values))
         self.sum = values if self.sum is None else self.sum + values
+        self.taken = keep if self.taken is None else self.taken + keep
         self.steps += 1
         self.tokens += tokens
 
@@ -39,7 +48,13 @@ class StepWindow:
         return time.time() - self.start - self.paused
 
     def mean(self) -> torch.Tensor:
-        return self.sum / max(self.steps, 1)
+        """The metrics averaged over the steps taken (zeros when every one was skipped)."""
+        return self.sum / self.taken.clamp(min=1)
+
+    def read(self) -> tuple[list[float], int]:
+        """(the means, the number of steps taken), read to the host in one sync."""
+        both = torch.cat([self.mean(), self.taken.reshape(1)]).tolist()
+        return both[:-1], int(both[-1])
 
 
 class MetricsLog:
@@ -92,6 +107,7 @@ def one_line_summary(s: dict[str, Any]) -> str:
     return (
         f"done: {s['step']} steps, {s['tokens'] / 1e6:.2f}M tokens, "
         f"{s['train_flops']:.3g} FLOPs, {s['elapsed_s'] / 60:.1f} min, {losses}"
+        + (f", {s['skipped_steps']} skipped (non-finite)" if s.get("skipped_steps") else "")
         + (
             f" -> {s['exported'].get('discriminator') or s['exported'].get('generator')}"
             if s.get("exported")

@@ -16,7 +16,15 @@ blocks made by ``electra prepare``. What it guarantees:
   accumulation steps, each rank reads its own slice of the block stream,
   rank 0 alone writes; a run can resume under another world size;
 * checkpoints written atomically, the last N kept, one written on SIGTERM or
-  SIGINT before a clean exit;
+  SIGINT before a clean exit; never one holding a NaN or an infinity;
+* a step with a NaN or infinite loss or gradient is skipped (weights and
+  optimizer state untouched; its batch and step number used up, so the
+  schedule and the data order are those of any other run) and counted
+  (``skipped_steps``); ``run.max_nonfinite_in_a_row`` of them in a row stop
+  the run, naming the last good checkpoint. Decided on the device, with no
+  host sync, identically on every rank;
+* one run per run directory: rank 0 holds its lock (``.electra.lock``, naming
+  pid, host and start), a second run refuses to start;
 * metrics (losses, accuracies, replaced-token precision/recall, learning
   rate, gradient norm, tokens, cumulative FLOPs) to ``metrics.jsonl`` and
   TensorBoard, a progress bar, periodic validation with health metrics
@@ -34,6 +42,7 @@ import json
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,7 +63,15 @@ from electra.blocks.read import BlockLoader, Blocks, batch_indices, open_blocks
 from electra.config import ConfigError, to_dict
 from electra.model import checkpoint as ckpt
 from electra.model.config import ElectraConfig, generator_config
-from electra.model.optim import adamw, linear_warmup_decay, weight_decay_groups
+from electra.model.optim import (
+    NonFiniteError,
+    NonFiniteSteps,
+    adamw,
+    linear_warmup_decay,
+    nonfinite,
+    step_unless,
+    weight_decay_groups,
+)
 from electra.pretrain.config import PretrainConfig, resolve_model
 from electra.pretrain.continued import Start, load_start_weights, plan_start
 from electra.pretrain.cooccurrence import WARM_START_FILE, warm_start_embeddings
@@ -66,6 +83,7 @@ from electra.pretrain.metrics import MetricsLog, StepWindow, one_line_summary
 from electra.pretrain.objective import ElectraForPretraining, SampleRNG, picks_per_row
 from electra.system import allocator
 from electra.system.files import atomic_write_json
+from electra.system.locks import DirectoryLock, DirectoryLocked
 from electra.system.precision import autocast_for, resolve_precision
 
 
@@ -109,10 +127,40 @@ class Trainer:
     resume: bool = False
 
     def fit(self) -> dict[str, Any]:
-        """Run (or resume) the whole run; the summary, or {} where this process did not save."""
-        cfg = self.cfg
+        """Run (or resume) the whole run; the summary, or {} where this process did not save.
+
+        Rank 0 holds the run directory's lock throughout (:mod:`electra.system.locks`):
+        a second run on the same directory refuses to start, naming this one.
+        """
         self.t_fit0 = time.time()  # run.fit_minutes counts from here
         env = self._setup_process()
+        with self._run_lock(env):
+            return self._fit(env)
+
+    @contextlib.contextmanager
+    def _run_lock(self, env: Dist) -> Iterator[None]:
+        """Rank 0 locks run.output_dir for the block; when it cannot, every rank raises
+        :class:`DirectoryLocked` (none is left waiting in a collective)."""
+        lock = DirectoryLock(self.cfg.run.output_dir) if env.main else None
+        refused: DirectoryLocked | None = None
+        try:
+            if lock is not None:
+                lock.acquire()
+        except DirectoryLocked as exc:
+            refused = exc
+        if self._any_rank(refused is not None):
+            raise refused or DirectoryLocked(
+                f"{self.cfg.run.output_dir}: rank 0 could not lock the run directory"
+            )
+        try:
+            yield
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _fit(self, env: Dist) -> dict[str, Any]:
+        """:meth:`fit` once the process is set up and the run directory locked."""
+        cfg = self.cfg
         train, val = self._open_blocks()
         start = plan_start(cfg.init, cfg.model, cfg.objective, train)  # None: random init
         model_cfg, gen_cfg, special = self._shapes(start, train)
@@ -194,8 +242,11 @@ class Trainer:
         """(step, data position, training state) of the checkpoint resumed, or a fresh start.
 
         A run directory that holds checkpoints is only ever continued (``--resume``).
+        Sets :attr:`nonfinite`, the skipped-steps counter, to the checkpoint's count.
         """
         main = self.env.main
+        limit = self.cfg.run.max_nonfinite_in_a_row
+        self.nonfinite = NonFiniteSteps(limit, self.env.device)
         if not self.resume:
             if (out / "checkpoints").is_dir() and ckpt.step_dirs(out / "checkpoints"):
                 raise ConfigError(
@@ -211,6 +262,7 @@ class Trainer:
         model_state, state, _ = ckpt.load(found.path)
         ckpt.load_model_state(model, model_state, str(found.path / "model.safetensors"))
         step, position = int(state["step"]), int(state["position"])
+        self.nonfinite = NonFiniteSteps(limit, self.env.device, int(state.get("skipped_steps", 0)))
         if main:
             print(f"resuming from {found.path} (step {step})", file=sys.stderr)
         return step, position, state
@@ -361,8 +413,10 @@ class Trainer:
         with self._autocast():
             return self.wrapped(ids, mask, types, rng=rng, full=full, **extra)
 
-    def _train_step(self, step: int, scaler) -> tuple[list[str], torch.Tensor, int]:
-        """One optimizer step; returns metric names, their values (on device) and tokens."""
+    def _train_step(self, step: int, scaler) -> tuple[list[str], torch.Tensor, int, torch.Tensor]:
+        """One optimizer step; returns metric names, their values (on device), tokens and
+        whether the step was skipped (a 0-d tensor on the device, 1: a non-finite loss or
+        gradient; see :meth:`_skip_flag`)."""
         cfg, env = self.cfg, self.env
         torch.manual_seed(_mix_seed(cfg.run.seed, step, env.rank))  # dropout, reproducibly
         accum = cfg.optim.grad_accum
@@ -379,16 +433,25 @@ class Trainer:
             total = values / accum if total is None else total + values / accum
             tokens += int(batch["attention_mask"].sum())
         if scaler:
-            scaler.unscale_(self.opt)
+            scaler.unscale_(self.opt)  # records fp16 overflow: scaler.update() lowers the scale
         grad_norm = self._clip()
+        skip = self._skip_flag(grad_norm, total[names.index("loss")])
+        step_unless(self.opt, skip)
         if scaler:
-            scaler.step(self.opt)
             scaler.update()
-        else:
-            self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         values = torch.cat([total, grad_norm.detach().float().reshape(1).to(total.device)])
-        return [*names, "grad_norm"], values, tokens
+        return [*names, "grad_norm"], values, tokens, skip
+
+    def _skip_flag(self, grad_norm: torch.Tensor, loss: torch.Tensor) -> torch.Tensor:
+        """1.0 where this step's loss or gradient norm is NaN or infinite, on any rank.
+
+        A 0-d tensor on the device (no host sync), the maximum over ranks: the gradient
+        norm is the same everywhere after the all-reduce, a rank's loss is its own, and
+        every rank must skip the same steps or their weights would part.
+        """
+        skip = nonfinite(grad_norm, loss.to(grad_norm.device))
+        return all_reduce(skip, dist.ReduceOp.MAX)
 
     def _clip(self) -> torch.Tensor:
         """Clip the global gradient norm; returns the norm before clipping (no host sync)."""
@@ -513,8 +576,10 @@ class Trainer:
         return m, o
 
     def save(self, step: int) -> Path | None:
+        """Checkpoint ``step`` (rank 0 writes); a state with a NaN or an infinity is refused
+        on every rank with :class:`NonFiniteError`, and the checkpoints on disk are kept."""
         model_state, opt_state = self._state_dicts()  # collective under FSDP
-        path = None
+        path, refused = None, None
         if self.env.main:
             train_state = {
                 "step": step,
@@ -523,22 +588,61 @@ class Trainer:
                 "fit_elapsed_s": time.time() - self.t_fit0,  # run.fit_minutes' clock
                 "optimizer": opt_state,
                 "world_size": self.env.world,
+                "skipped_steps": self.nonfinite.read()[0],
             }
             if self.scaler is not None:  # fp16: the loss scale is state too
                 train_state["grad_scaler"] = self.scaler.state_dict()
             aliases = ckpt.alias_names(self.model)
-            path = ckpt.save(
-                self.out / "checkpoints",
-                step,
-                ckpt.dedupe_state(model_state, aliases),
-                train_state,
-                self.resolved,
-                self.cfg.run.keep_last,
-                scheduled_every=self.cfg.run.save_every,
-            )
-        if dist.is_initialized():
-            dist.barrier()
+            try:
+                path = ckpt.save(
+                    self.out / "checkpoints",
+                    step,
+                    ckpt.dedupe_state(model_state, aliases),
+                    train_state,
+                    self.resolved,
+                    self.cfg.run.keep_last,
+                    scheduled_every=self.cfg.run.save_every,
+                )
+            except ckpt.NonFiniteStateError as exc:
+                refused = str(exc)
+        if self._any_rank(refused is not None):  # also the barrier: rank 0 has written
+            refused = refused or f"rank 0 refused to write the checkpoint of step {step}"
+            raise NonFiniteError(f"step {step}: {refused}; {self._last_good()}")
         return path
+
+    def _any_rank(self, flag: bool) -> bool:
+        """Whether ``flag`` is true on any rank (a collective under torchrun)."""
+        if not dist.is_initialized():
+            return flag
+        t = torch.tensor([float(flag)], device=self.env.device)
+        return bool(all_reduce(t, dist.ReduceOp.MAX).item())
+
+    def _last_good(self) -> str:
+        """Where a stopped run can be continued from, in words."""
+        last = _find_resume(self.out)
+        if last is None:
+            return "no checkpoint has been written yet (--resume starts again from step 0)"
+        return (
+            f"the last good checkpoint is {last.path} (step {last.step}); "
+            "run the same command with --resume to continue from it"
+        )
+
+    def _stop_if_nonfinite(self, step: int) -> None:
+        """Stop (:class:`NonFiniteError`) once run.max_nonfinite_in_a_row steps in a row
+        were skipped. Reads the counters (a host sync): called where the loop syncs anyway
+        (a log line, a checkpoint), so the stop comes at most run.log_every steps late,
+        and before any checkpoint. Every rank counts the same steps, so all stop together."""
+        skipped, hit = self.nonfinite.read()
+        if not hit:
+            return
+        limit = self.cfg.run.max_nonfinite_in_a_row
+        raise NonFiniteError(
+            f"{self.out}: stopped at step {step}: {limit} steps in a row "
+            f"({self.nonfinite.streak()}) had a NaN or infinite loss or gradient "
+            f"(run.max_nonfinite_in_a_row = {limit}; {skipped} skipped in all). Their updates "
+            f"were skipped and nothing was saved after them; {self._last_good()} (a lower "
+            "optim.learning_rate or a smaller optim.grad_clip may get past the spike)"
+        )
 
     def _stop_check_due(self, step: int) -> bool:
         """Every step alone; under torchrun only every ``log_every`` steps, as agreeing
@@ -558,25 +662,39 @@ class Trainer:
             code = int(all_reduce(flag, dist.ReduceOp.MAX).item())
         return {0: None, 1: "max_minutes", 2: "signal"}[code]
 
-    def _log(self, step, lr, names, window: StepWindow, t0, log, bar) -> dict[str, float]:
-        """Average the window's metrics over steps and ranks, write them, show them."""
-        cfg = self.cfg
-        metrics = self._reduce(dict(zip(names, window.mean().tolist(), strict=True)))
+    def _log(self, step: int, lr: float, names: list[str], s: _Session) -> dict[str, float]:
+        """Average the window's metrics over the steps taken and the ranks, write them
+        with the count of skipped steps, show them. A window of skipped steps only has
+        no metrics (every rank agrees: they skip the same steps)."""
+        cfg, window = self.cfg, s.window
+        means, taken = window.read()
+        metrics = self._reduce(dict(zip(names, means, strict=True))) if taken else {}
+        before = self.nonfinite.skipped
+        skipped, _ = self.nonfinite.read()
         world = self.env.world if dist.is_initialized() else 1
         record = {
             "step": step,
             **metrics,
             "lr": lr,
+            "skipped_steps": skipped,
             "tokens_per_s": window.tokens * world / max(window.seconds(), 1e-9),
             "tokens_seen": step * cfg.optim.batch_size * self.train_blocks.block_length,
             "train_flops": step * self.flops_step,
-            "elapsed_s": time.time() - t0,
+            "elapsed_s": time.time() - s.t0,
         }
         window.reset()
-        if log is not None:
-            log.write(record)
-        if bar is not None:
-            bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}")
+        if s.log is not None:
+            s.log.write(record)
+        if skipped > before and self.env.main:
+            print(
+                f"step {step}: {skipped - before} step(s) skipped since the last log line "
+                f"(NaN or infinite loss or gradient; {skipped} in all)",
+                file=sys.stderr,
+            )
+        if s.bar is not None:
+            shown = {"loss": f"{record['loss']:.3f}"} if "loss" in record else {}
+            shown |= {"skipped": str(skipped)} if skipped else {}
+            s.bar.set_postfix(**shown, tok_s=f"{record['tokens_per_s']:.0f}")
         return record
 
     def _loop(self, step: int, log: MetricsLog | None) -> dict[str, Any]:
@@ -585,14 +703,17 @@ class Trainer:
         s = _Session(t0=time.time(), first=step, fit_at=fit_at, bar=self._bar(step), log=log)
         self.model.train()
         stop_reason = "max_steps"
-        with _Stop() as stop:
+        bar = contextlib.closing(s.bar) if s.bar is not None else contextlib.nullcontext()
+        with _Stop() as stop, bar:  # the bar is closed on a NonFiniteError too
             while step < self.planned:
                 lr = self._set_lr(step)
-                names, values, tokens = self._train_step(step, self.scaler)
+                names, values, tokens, skip = self._train_step(step, self.scaler)
                 step += 1
-                s.window.add(values, tokens)
+                s.window.add(values, tokens, skip)
+                self.nonfinite.add(skip, step)
                 if step % cfg.run.log_every == 0 or step == self.planned:
-                    s.last = self._log(step, lr, names, s.window, s.t0, log, s.bar)
+                    s.last.update(self._log(step, lr, names, s))
+                    self._stop_if_nonfinite(step)
                 eval_s = self._validate_if_due(step, s)
                 self._refit_if_due(step, eval_s, s)
                 if s.bar is not None:
@@ -602,8 +723,6 @@ class Trainer:
                     stop_reason = reason
                     break
                 self._save_if_due(step, s)
-        if s.bar is not None:
-            s.bar.close()
         return self._finish(step, stop_reason, s)
 
     def _bar(self, step: int) -> tqdm | None:
@@ -646,12 +765,14 @@ class Trainer:
         due = step % run.save_every == 0 or time.time() - s.last_save > run.save_every_minutes * 60
         if due and step < self.planned:
             t_save = time.time()
+            self._stop_if_nonfinite(step)  # never a checkpoint after too many skipped steps
             self.save(step)
             s.pause(t_save)
             s.last_save = time.time()
 
     def _finish(self, step: int, stop_reason: str, s: _Session) -> dict[str, Any]:
         """The last checkpoint, validation, export and ``summary.json``; the summary."""
+        self._stop_if_nonfinite(step)
         path = self.save(step)
         summary = self._summary(step, stop_reason, s, path)
         if stop_reason != "signal" and self.cfg.run.eval_every:
@@ -682,6 +803,7 @@ class Trainer:
             "elapsed_s": time.time() - s.t0,
             "allocator": allocator.current(),
             "checkpoint": str(path) if path else None,
+            "skipped_steps": self.nonfinite.skipped,  # NaN or infinite loss or gradient
             **{k: s.last[k] for k in ("loss", "mlm_loss", "disc_loss") if k in s.last},
         }
         if self.resolved.get("origin"):
