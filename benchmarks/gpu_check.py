@@ -1,34 +1,37 @@
-"""Everything worth knowing about this toolkit on a GPU, in one command.
+"""One step of the one-shot GPU check; ``benchmarks/gpu_run.sh`` runs them all.
 
-    python benchmarks/gpu_check.py --out gpu-check            # on a GPU machine, about 8 min
-    python benchmarks/gpu_check.py --out gpu-check --study    # + RTD vs MLM vs none (hours)
-    python benchmarks/gpu_check.py --device cpu --smoke --out /tmp/gc   # CI size (tested)
+    bash benchmarks/gpu_run.sh                                # on the GPU machine, < 9 min
+    bash benchmarks/gpu_run.sh --device cpu --smoke --out DIR # CI size (tested)
+    python benchmarks/gpu_check.py --step NAME --work WORK [--device D] [--smoke]
 
-Writes ``OUT/gpu_check.json`` and ``OUT/gpu_check.md`` (rewritten after every
-check, so a killed run keeps what it measured). Sections, each independent
-(an error is recorded with its traceback and the next section runs):
+Each step (``gpu_plan.steps``) runs in its own process, under ``timeout``,
+and leaves its record in ``WORK/steps/NAME.json``; ``gpu_report.py`` turns
+the records into ``gpu_check.json`` and ``gpu_check.md``. The steps:
 
-``smoke``
+``preflight``
+    Python, torch, CUDA, transformers and the rest (``gpu_preflight.py``):
+    what is missing or unsupported is named, and the steps needing it skip.
+``data``
+    the staged ``gpu_data/`` (``python benchmarks/stage_gpu_data.py``, run
+    beforehand where ``../shared/data`` is), else ``../shared/data`` itself.
+``sigkill_resume_bf16``
     tiny pre-training in bf16 with ``run.deterministic``, killed with SIGKILL
-    and resumed: the losses must be identical; ``torchrun`` with one process
-    (NCCL on a GPU); fine-tuning on NSMC; the exported discriminator against
-    ``transformers`` on the same device (fp32, TF32 off).
-``throughput``
-    our pre-training step against the one built from ``transformers``
-    (``benchmarks/pretrain_throughput.py``) for ``small`` (128 x 128) and
-    ``base`` (seq 128 and 512) in bf16, with and without ``torch.compile``,
-    MFU against a matmul peak measured in the same run; checked against the
-    issue's targets (small: >= 1.5x the reference and >= 35% MFU; base at
-    seq 128: >= 2,900 sequences/s). ``small`` once more with ConvBERT's mixed
-    attention (kernel 9, the ``cpu`` recipe's) against ``transformers``' ConvBERT:
-    the span convolution's shifted-product loop was tuned on CPUs only.
-``study`` (only with ``--study``)
-    ``electra compare`` with ELECTRA-Small at ``--study-flops`` (1e17) per arm,
-    fine-tuned on SST-2 and NSMC. At roughly 1.3e12 FLOPs per step of 128 x 128
-    this is ~77k steps per arm: hours, not minutes, hence the flag.
+    and resumed: the losses must be identical.
+``export_parity``
+    the exported discriminator against ``transformers`` on the device (fp32).
+``finetune_nsmc``
+    NSMC fine-tuning of that discriminator on the device.
+``torchrun_1proc``
+    ``torchrun`` with one process and ``ELECTRA_PROCESS_GROUP=always``: a real
+    process group (NCCL on a GPU, gloo on a CPU) and the DDP wrapper; the
+    backend reported is the one the run's ``summary.json`` says it used.
+``throughput_*``
+    our pre-training step (the trainer's own) against the one built from
+    ``transformers`` (``pretrain_throughput.py``) in bf16, MFU against a matmul
+    peak measured once in the run; ``torch.compile`` last, our encoders only.
 
-``--minutes`` (8) bounds the default sections: a check that would start after
-the budget is recorded as skipped.
+Imports nothing heavy at the top: a step whose needs are missing is recorded
+as skipped without importing them.
 """
 
 from __future__ import annotations
@@ -36,7 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -50,109 +52,114 @@ from types import SimpleNamespace
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-SRC = HERE.parent / "src"
+REPO = HERE.parent
+SRC = REPO / "src"
+STAGED = REPO / "gpu_data"
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(SRC))
 
-import torch  # noqa: E402
+import gpu_plan  # noqa: E402
 
-TARGETS = {"small_ratio": 1.5, "small_mfu": 0.35, "base128_sequences_per_s": 2900.0}
+STAGE_COMMAND = "python benchmarks/stage_gpu_data.py"
+
+
+class SkipStep(Exception):
+    """A step that cannot run here (a missing prerequisite); recorded as skipped."""
 
 
 @dataclass
 class Context:
-    """What every check needs: where to write, on what, how big, until when."""
+    """What every step needs: where to write, on what, how big, until when."""
 
-    out: Path
+    work: Path
     device: str
     smoke: bool
-    compile: bool
     deadline: float
-    data_dir: Path
-    results: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+    data_arg: str = ""
 
     @property
     def cuda(self) -> bool:
-        return torch.device(self.device).type == "cuda"
+        return self.device.startswith("cuda")
 
     def left_s(self) -> float:
         return self.deadline - time.time()
 
+    def timeout(self, cap: float = 600.0) -> float:
+        """A subprocess's timeout: ``cap``, never past this step's own deadline."""
+        return max(1.0, min(cap, self.left_s()))
+
+    def data(self) -> dict[str, Any]:
+        """What the data step found (``WORK/data.json``); skip when it found nothing."""
+        path = self.work / "data.json"
+        if not path.is_file():
+            raise SkipStep("no data: the data step found none (see its entry)")
+        return json.loads(path.read_text())
+
 
 # ---------------------------------------------------------------------------
-# Running checks and recording them
+# Running one step and recording it
 # ---------------------------------------------------------------------------
+
+
+def blocked_by(step: gpu_plan.Step, env: dict[str, Any]) -> str | None:
+    """Why ``step`` cannot run with the modules the preflight found, or None."""
+    unusable = env.get("unusable", {})
+    for name in ("python", "cuda"):
+        if name in unusable and step.needs:
+            return f"needs {name}: {unusable[name]}"
+    missing = [f"{m} ({unusable[m]})" for m in step.needs if m in unusable]
+    return f"needs {', '.join(missing)}" if missing else None
 
 
 def run_check(fn: Callable[[Context], dict[str, Any]], ctx: Context) -> dict[str, Any]:
-    """``fn(ctx)`` with its time, or the error and traceback it raised; never raises."""
-    if ctx.left_s() <= 0:
-        return {"ok": None, "skipped": "time budget (--minutes) spent"}
+    """``fn(ctx)`` with its time, status ok/failed/skipped, or its error; never raises."""
     t = time.time()
     try:
         record = fn(ctx)
         record.setdefault("ok", True)
-    except Exception as exc:  # noqa: BLE001 - recorded, the next check still runs
-        record = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        record["status"] = "ok" if record["ok"] else "failed"
+    except SkipStep as exc:
+        record = {"ok": None, "status": "skipped", "skipped": str(exc)}
+    except (subprocess.TimeoutExpired, TimeoutError) as exc:  # the step's own deadline
+        what = f"{type(exc).__name__}: {str(exc)[:300]}"
+        record = {"ok": False, "status": "timed-out", "detail": what}
+        record["error"] = f"timed out after {time.time() - t:.0f} s (its limit)"
+    except Exception as exc:  # noqa: BLE001 - recorded, the next step still runs
+        record = {"ok": False, "status": "failed", "error": f"{type(exc).__name__}: {exc}"}
         record["traceback"] = traceback.format_exc(limit=8)
     record["seconds"] = round(time.time() - t, 2)
     return record
 
 
-def run_sections(
-    sections: dict[str, dict[str, Callable[[Context], dict[str, Any]]]], ctx: Context
-) -> dict[str, Any]:
-    """Every check of every section, writing the report after each one."""
-    for name, checks in sections.items():
-        section = ctx.results.setdefault("sections", {}).setdefault(name, {})
-        for check, fn in checks.items():
-            print(f"[gpu_check] {name}/{check} ...", file=sys.stderr, flush=True)
-            section[check] = run_check(fn, ctx)
-            write_report(ctx)
-    return ctx.results
+def run_step(name: str, ctx: Context) -> dict[str, Any]:
+    """The record of step ``name``: skipped when its needs are missing, else its result."""
+    step = gpu_plan.step_named(name, ctx.smoke)
+    why = blocked_by(step, ctx.env)
+    if why:
+        return {"ok": None, "status": "skipped", "skipped": why, "seconds": 0.0}
+    return run_check(check_function(name, ctx.smoke), ctx)
 
 
-def write_report(ctx: Context) -> None:
-    ctx.out.mkdir(parents=True, exist_ok=True)
-    (ctx.out / "gpu_check.json").write_text(json.dumps(ctx.results, indent=2) + "\n")
-    (ctx.out / "gpu_check.md").write_text(markdown(ctx.results))
+def check_function(name: str, smoke: bool) -> Callable[[Context], dict[str, Any]]:
+    """The function that runs step ``name``."""
+    if name.startswith("throughput_"):
+        return throughput_check(gpu_plan.case_named(name, smoke))
+    return {
+        "data": check_data,
+        "sigkill_resume_bf16": check_resume,
+        "export_parity": check_export_parity,
+        "finetune_nsmc": check_finetune,
+        "torchrun_1proc": check_torchrun,
+    }[name]
 
 
-def markdown(results: dict[str, Any]) -> str:
-    """A short human summary: one line per check, then the throughput table."""
-    lines = [
-        "# GPU check",
-        "",
-        f"device: {results.get('device')}; torch {results.get('torch')}; "
-        f"smoke: {results.get('smoke')}",
-        "",
-    ]
-    for name, checks in results.get("sections", {}).items():
-        lines.append(f"## {name}")
-        for check, r in checks.items():
-            status = {True: "ok", False: "FAILED", None: "skipped"}[r.get("ok")]
-            detail = r.get("error") or r.get("skipped") or r.get("summary", "")
-            lines.append(f"- **{check}**: {status} ({r.get('seconds', 0)} s) {detail}")
-        rows = [r for r in checks.values() if "ours_tokens_per_s" in r]
-        if rows:
-            lines += [
-                "",
-                "| preset | batch x seq | compile | ours seq/s | ref seq/s | ratio "
-                "| our MFU | ref MFU | peak GFLOP/s |",
-                "|---|---|---|---|---|---|---|---|---|",
-            ]
-            for r in rows:
-                conv = r.get("conv_kernel_size")
-                model = f"{r['preset']} ConvBERT {conv}" if conv else r["preset"]
-                lines.append(
-                    f"| {model} | {r['batch']}x{r['seq']} | {r['compile']} "
-                    f"| {r['ours_tokens_per_s'] / r['seq']:.0f} "
-                    f"| {r['reference_tokens_per_s'] / r['seq']:.0f} | {r['ratio']:.2f}x "
-                    f"| {100 * r['ours_mfu']:.1f}% | {100 * r['reference_mfu']:.1f}% "
-                    f"| {r['matmul_peak_gflops']:.0f} |"
-                )
-        lines.append("")
-    return "\n".join(lines)
+def write_json(path: Path, value: dict[str, Any]) -> None:
+    """``value`` to ``path`` atomically (a killed step leaves the old file or none)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(value, indent=2, default=str) + "\n")
+    tmp.replace(path)
 
 
 def _env() -> dict[str, str]:
@@ -166,45 +173,59 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "electra.cli", *args]
 
 
-def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
-    p = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=timeout)
+def _run(cmd: list[str], timeout: float, env: dict[str, str] | None = None):
+    p = subprocess.run(cmd, env=env or _env(), capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0:
         raise RuntimeError(f"exit {p.returncode}: {' '.join(cmd[:6])} ...\n{p.stderr[-3000:]}")
     return p
 
 
 # ---------------------------------------------------------------------------
-# smoke: resume, torchrun, fine-tuning, export parity
+# data
 # ---------------------------------------------------------------------------
 
 
-def _blocks(ctx: Context) -> Path:
-    """A 1000-token vocabulary and blocks from one Korean Wikipedia file (built once)."""
-    from electra.blocks.options import PrepareCommand
-    from electra.blocks.prepare import prepare
-    from electra.text.vocabulary import train_tokenizer
+def locate_data(arg: str) -> tuple[str, Path]:
+    """("staged" or "shared", directory): ``--data``, else ``gpu_data/``, else shared/data."""
+    from electra.system.paths import ENV_VAR, default_data_dir
 
-    root = ctx.out / "data"
-    blocks = root / "blocks"
-    if (blocks / "manifest.json").is_file():
-        return blocks
-    root.mkdir(parents=True, exist_ok=True)
-    text = root / "ko.txt"
-    raw = (ctx.data_dir / "pretrain/ko/kowiki/AA/wiki_00").read_text(encoding="utf-8")
-    text.write_text(raw[:300_000], encoding="utf-8")
-    train_tokenizer([text], root / "tok", vocab_size=1000, progress=False)
-    prepare(
-        PrepareCommand(
-            inputs=[str(text)],
-            tokenizer=str(root / "tok"),
-            output=str(blocks),
-            max_length=64,
-            validation_fraction=0.05,
-            workers=1,
-            progress=False,
-        )
+    candidates = [Path(arg)] if arg else [STAGED, default_data_dir()]
+    for d in candidates:
+        if (d / "manifest.json").is_file() and (d / "blocks").is_dir():
+            return "staged", d
+        if (d / "MANIFEST.md").is_file():
+            return "shared", d
+    raise RuntimeError(
+        f"no data for the check: neither a staged {candidates[0]} nor the shared data "
+        f"({candidates[-1]}; {ENV_VAR} to move it) is there. On a machine that has "
+        f"../shared/data, run `{STAGE_COMMAND}` first, then carry gpu_data/ with the checkout."
     )
-    return blocks
+
+
+def check_data(ctx: Context) -> dict[str, Any]:
+    """Find the data; check a staged copy against its manifest, or stage the blocks from
+    the shared data into the work folder (as ``stage_gpu_data.py`` would)."""
+    import stage_gpu_data
+
+    kind, root = locate_data(ctx.data_arg)
+    if kind == "staged":
+        manifest = stage_gpu_data.verify(root)
+        blocks = root / "blocks"
+        summary = f"staged {root} ({manifest['total_bytes'] / 2**20:.1f} MiB, checked)"
+    else:
+        blocks = ctx.work / "data" / "blocks"
+        if not (blocks / "manifest.json").is_file():
+            shutil.rmtree(ctx.work / "data", ignore_errors=True)
+            stage_gpu_data.stage_blocks(root, ctx.work / "data")
+        summary = f"shared {root} (blocks built in {blocks})"
+    info = {"source": kind, "root": str(root), "blocks": str(blocks), "data_dir": str(root)}
+    write_json(ctx.work / "data.json", {**info, "summary": summary})
+    return {**info, "summary": summary}
+
+
+# ---------------------------------------------------------------------------
+# correctness: resume, export parity, fine-tuning, torchrun
+# ---------------------------------------------------------------------------
 
 
 def _pretrain_cmd(ctx: Context, run: Path, steps: int, *extra: str) -> list[str]:
@@ -213,7 +234,7 @@ def _pretrain_cmd(ctx: Context, run: Path, steps: int, *extra: str) -> list[str]
         "--config",
         "tiny",
         "--data",
-        str(_blocks(ctx)),
+        ctx.data()["blocks"],
         "-o",
         str(run),
         "--set",
@@ -238,31 +259,27 @@ def _losses(run: Path) -> dict[int, float]:
     return out
 
 
-def check_blocks(ctx: Context) -> dict[str, Any]:
-    return {"summary": str(_blocks(ctx))}
-
-
 def check_resume(ctx: Context) -> dict[str, Any]:
     """bf16 pre-training killed with SIGKILL and resumed: identical losses?"""
     from electra.model import checkpoint as ckpt
 
     steps = 12 if ctx.smoke else 200
-    ref, killed = ctx.out / "runs" / "ref", ctx.out / "runs" / "killed"
+    ref, killed = ctx.work / "runs" / "ref", ctx.work / "runs" / "killed"
     for d in (ref, killed):
         shutil.rmtree(d, ignore_errors=True)
-    _run(_pretrain_cmd(ctx, ref, steps), timeout=600)
+    _run(_pretrain_cmd(ctx, ref, steps), timeout=ctx.timeout())
     proc = subprocess.Popen(
         _pretrain_cmd(ctx, killed, steps, "run.export=false"),
         env=_env(),
         stderr=subprocess.DEVNULL,
     )
-    signalled = _kill_after(proc, killed, steps // 2, timeout=300)
+    signalled = _kill_after(proc, killed, steps // 2, timeout=ctx.timeout(300))
     if not signalled:  # finished first: resume from a middle checkpoint instead
         for c in ckpt.step_dirs(killed / "checkpoints"):
             if c.step > steps // 2:
                 shutil.rmtree(c.path)
     last = ckpt.latest_valid(killed / "checkpoints")
-    _run([*_pretrain_cmd(ctx, killed, steps, "run.export=false"), "--resume"], timeout=600)
+    _run([*_pretrain_cmd(ctx, killed, steps, "run.export=false"), "--resume"], ctx.timeout())
     want, got = _losses(ref), _losses(killed)
     diff = max((abs(want[s] - got.get(s, float("nan"))) for s in want), default=float("nan"))
     identical = sorted(got) == sorted(want) and all(got[s] == want[s] for s in want)
@@ -298,61 +315,22 @@ def _kill_after(proc: subprocess.Popen, run: Path, step: int, timeout: float) ->
     return False
 
 
-def check_torchrun(ctx: Context) -> dict[str, Any]:
-    """One process under torchrun: the process group (NCCL on a GPU) and a few steps."""
-    run = ctx.out / "runs" / "torchrun"
-    shutil.rmtree(run, ignore_errors=True)
-    args = _pretrain_cmd(ctx, run, 4, "run.export=false")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1"]
-    _run([*cmd, "-m", "electra.cli", *args[3:]], timeout=600)
-    steps = sorted(_losses(run))
-    backend = "nccl" if ctx.cuda else "gloo"
-    return {"ok": steps == [1, 2, 3, 4], "backend": backend, "summary": f"{backend}, 4 steps"}
-
-
-def check_finetune(ctx: Context) -> dict[str, Any]:
-    """NSMC fine-tuning of the exported discriminator on the device."""
-    model = ctx.out / "runs" / "ref" / "hf" / "discriminator"
-    out = ctx.out / "finetune"
-    shutil.rmtree(out, ignore_errors=True)
-    n_train, n_eval = (200, 100) if ctx.smoke else (4000, 1000)
-    _run(
-        _cli(
-            "finetune",
-            "--task",
-            "nsmc",
-            "--model",
-            str(model),
-            "-o",
-            str(out),
-            "--data-dir",
-            str(ctx.data_dir),
-            "--device",
-            ctx.device,
-            "--epochs",
-            "1",
-            "--max-length",
-            "32" if ctx.smoke else "64",
-            "--max-train-examples",
-            str(n_train),
-            "--max-eval-examples",
-            str(n_eval),
-            "--no-progress",
-        ),
-        timeout=900,
-    )
-    res = json.loads((out / "results.json").read_text())
-    acc = res["summary"].get("test", res["summary"].get("dev", {})).get("accuracy", {})
-    return {"accuracy": acc.get("median"), "summary": f"NSMC accuracy {acc.get('median')}"}
+def _exported(ctx: Context) -> Path:
+    """The discriminator the resume step's reference run exported; skip without it."""
+    model = ctx.work / "runs" / "ref" / "hf" / "discriminator"
+    if not (model / "config.json").is_file():
+        raise SkipStep("no exported discriminator: sigkill_resume_bf16 did not finish its run")
+    return model
 
 
 def check_export_parity(ctx: Context) -> dict[str, Any]:
     """Our exported discriminator against ``transformers`` on the device, fp32."""
+    model = _exported(ctx)
+    import torch
     import transformers
 
     from electra.model.hf import load_discriminator
 
-    model = ctx.out / "runs" / "ref" / "hf" / "discriminator"
     dev = torch.device(ctx.device)
     tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -373,42 +351,85 @@ def check_export_parity(ctx: Context) -> dict[str, Any]:
     return {"ok": diff < 1e-4, "max_abs_diff": diff, "summary": f"max |diff| {diff:.2e}"}
 
 
+def check_finetune(ctx: Context) -> dict[str, Any]:
+    """NSMC fine-tuning of the exported discriminator on the device."""
+    model = _exported(ctx)
+    out = ctx.work / "finetune"
+    shutil.rmtree(out, ignore_errors=True)
+    n_train, n_eval = (200, 100) if ctx.smoke else (4000, 1000)
+    args = ["finetune", "--task", "nsmc", "--model", str(model), "-o", str(out)]
+    args += ["--data-dir", ctx.data()["data_dir"], "--device", ctx.device, "--epochs", "1"]
+    args += ["--max-length", "32" if ctx.smoke else "64", "--no-progress"]
+    args += ["--max-train-examples", str(n_train), "--max-eval-examples", str(n_eval)]
+    _run(_cli(*args), timeout=ctx.timeout(900))
+    res = json.loads((out / "results.json").read_text())
+    acc = res["summary"].get("test", res["summary"].get("dev", {})).get("accuracy", {})
+    return {
+        "accuracy": acc.get("median"),
+        "train_examples": n_train,
+        "summary": f"NSMC accuracy {acc.get('median')} ({n_train} training reviews, 1 epoch)",
+    }
+
+
+def check_torchrun(ctx: Context) -> dict[str, Any]:
+    """One process under torchrun with a real process group and DDP; a few steps."""
+    from electra.pretrain.distributed import PROCESS_GROUP_ENV
+
+    run = ctx.work / "runs" / "torchrun"
+    shutil.rmtree(run, ignore_errors=True)
+    args = _pretrain_cmd(ctx, run, 4, "run.export=false")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1"]
+    env = {**_env(), PROCESS_GROUP_ENV: "always"}
+    _run([*cmd, "-m", "electra.cli", *args[3:]], timeout=ctx.timeout(), env=env)
+    steps = sorted(_losses(run))
+    used = json.loads((run / "summary.json").read_text()).get("distributed", {})
+    want = "nccl" if ctx.cuda else "gloo"
+    ok = steps == [1, 2, 3, 4] and used.get("backend") == want
+    ok = ok and used.get("wrapper") == "DistributedDataParallel"
+    return {
+        "ok": ok,
+        "backend": used.get("backend"),
+        "wrapper": used.get("wrapper"),
+        "world_size": used.get("world_size"),
+        "summary": f"{used.get('backend')} process group of {used.get('world_size')}, "
+        f"{used.get('wrapper')}, {len(steps)} steps" + ("" if ok else f" (wanted {want}, DDP)"),
+    }
+
+
 # ---------------------------------------------------------------------------
 # throughput
 # ---------------------------------------------------------------------------
 
 
-def throughput_cases(ctx: Context) -> list[tuple[str, int, int, bool, int]]:
-    """(preset, batch, seq, compile, ConvBERT kernel or 0) to measure."""
-    if ctx.smoke:
-        return [("tiny", 4, 32, False, 0), ("tiny", 4, 32, False, 9)]
-    compiles = (False, True) if ctx.compile else (False,)
-    base = [("small", 128, 128, 0), ("base", 128, 128, 0), ("base", 32, 512, 0)]
-    base.append(("small", 128, 128, 9))
-    return [(p, b, s, c, k) for c in compiles for p, b, s, k in base]
+def throughput_check(case: gpu_plan.Case) -> Callable[[Context], dict[str, Any]]:
+    """The step measuring ``case`` with ``pretrain_throughput.run`` in bf16."""
 
-
-def throughput_check(preset: str, batch: int, seq: int, compile_: bool, conv: int) -> Callable:
     def check(ctx: Context) -> dict[str, Any]:
         import pretrain_throughput as bench
+        import torch
 
         args = SimpleNamespace(
-            preset=preset,
-            batch=batch,
-            seq=seq,
+            preset=case.preset,
+            batch=case.batch,
+            seq=case.seq,
             gen_size=0.25,
             steps=2 if ctx.smoke else 10,
             warmup=1 if ctx.smoke else 3,
             device=ctx.device,
             ref_attn="sdpa",
-            compile=compile_,
-            conv_kernel_size=conv,
+            compile=case.compile,
+            compile_backend=case.backend,
+            conv_kernel_size=case.conv,
             head_ratio=2,
         )
+        peaks = ctx.work / "matmul_peaks.json"
+        _load_peaks(bench, peaks)
+        if ctx.smoke and not ctx.cuda:  # an emulated bf16 CPU takes seconds per large matmul
+            key = (torch.bfloat16, ctx.device)
+            bench._PEAKS.setdefault(key, bench.matmul_peak(*key, sizes=(256, 512), repeats=1))
         r = bench.run(args, "bf16")
-        r["compile"] = compile_
-        r["sequences_per_s"] = r["ours_tokens_per_s"] / seq
-        r["targets"] = _targets(preset, seq, r) if not conv else {}
+        _save_peaks(bench, peaks)
+        r["sequences_per_s"] = r["ours_tokens_per_s"] / case.seq
         r["summary"] = (
             f"{r['sequences_per_s']:.0f} seq/s, {r['ratio']:.2f}x reference, "
             f"MFU {100 * r['ours_mfu']:.1f}% (reference {100 * r['reference_mfu']:.1f}%)"
@@ -418,106 +439,83 @@ def throughput_check(preset: str, batch: int, seq: int, compile_: bool, conv: in
     return check
 
 
-def _targets(preset: str, seq: int, r: dict[str, Any]) -> dict[str, bool]:
-    """The issue's H200 targets this measurement can be held to."""
-    if preset == "small" and seq == 128:
-        return {
-            "ratio >= 1.5": r["ratio"] >= TARGETS["small_ratio"],
-            "MFU >= 35%": r["ours_mfu"] >= TARGETS["small_mfu"],
-        }
-    if preset == "base" and seq == 128:
-        return {">= 2900 seq/s": r["sequences_per_s"] >= TARGETS["base128_sequences_per_s"]}
-    return {}
+def _load_peaks(bench: Any, path: Path) -> None:
+    """The matmul peaks measured by an earlier step of this run: measured once, not per step."""
+    import torch
+
+    if path.is_file():
+        for key, gflops in json.loads(path.read_text()).items():
+            dtype, device = key.split("@")
+            bench._PEAKS[getattr(torch, dtype), device] = gflops
 
 
-# ---------------------------------------------------------------------------
-# study
-# ---------------------------------------------------------------------------
-
-
-def check_study(ctx: Context) -> dict[str, Any]:
-    """RTD vs MLM vs no pre-training at equal FLOPs (``electra compare``)."""
-    out = ctx.out / "study"
-    args = ["compare", "-o", str(out), "--data-dir", str(ctx.data_dir), "--no-progress"]
-    if ctx.smoke:
-        args += ["--config", "tiny", "--budget-flops", "3e11", "--points", "1", "--seeds", "1"]
-        args += ["--max-train-examples", "100", "--max-eval-examples", "50", "--epochs", "1"]
-        args += ["--vocab-size", "2000", "--corpus-mb", "0.3"]
-    else:
-        args += ["--config", "small", "--budget-flops", str(ctx.results["study_flops"])]
-    args += ["--set", f"run.device='{ctx.device}'"]
-    _run(_cli(*args), timeout=7 * 24 * 3600)
-    result = json.loads((out / "compare.json").read_text())
-    return {"points": result["points"], "summary": f"see {out / 'compare.md'}"}
+def _save_peaks(bench: Any, path: Path) -> None:
+    write_json(path, {f"{str(d).split('.')[-1]}@{dev}": v for (d, dev), v in bench._PEAKS.items()})
 
 
 # ---------------------------------------------------------------------------
 
 
-def sections(ctx: Context, study: bool) -> dict[str, dict[str, Callable]]:
-    out: dict[str, dict[str, Callable]] = {
-        "smoke": {
-            "blocks": check_blocks,
-            "sigkill_resume_bf16": check_resume,
-            "torchrun_1proc": check_torchrun,
-            "finetune_nsmc": check_finetune,
-            "export_parity": check_export_parity,
-        },
-        "throughput": {
-            f"{p}_{b}x{s}{f'_convbert{k}' if k else ''}{'_compile' if c else ''}": (
-                throughput_check(p, b, s, c, k)
-            )
-            for p, b, s, c, k in throughput_cases(ctx)
-        },
+def context(args: argparse.Namespace) -> Context:
+    """The step's context; the device is the one the preflight resolved."""
+    env_path = args.work / "env.json"
+    env = json.loads(env_path.read_text()) if env_path.is_file() else {}
+    device = env.get("device") or args.device
+    if device in ("", "auto"):  # no preflight record: resolve it here
+        try:
+            import torch
+
+            device = "cuda:0" if torch.cuda.is_available() else "cpu"
+        except Exception:  # noqa: BLE001 - the step then skips (or fails) by its needs
+            device = "cpu"
+    return Context(args.work, device, args.smoke, args.deadline, env, args.data)
+
+
+def preflight_step(args: argparse.Namespace) -> dict[str, Any]:
+    """The preflight: ``WORK/env.json``, and its messages printed; never raises."""
+    import gpu_preflight
+
+    t = time.time()
+    write_json(args.work / "env.json", {**gpu_preflight.machine(), "modules": {}})  # if killed
+    env = gpu_preflight.preflight(args.device, args.smoke)
+    write_json(args.work / "env.json", env)
+    for line in env["messages"]:
+        print(f"[preflight] {line}", flush=True)
+    ok = not any(m in env["unusable"] for m in ("python", "torch", "cuda"))
+    return {
+        "ok": ok,
+        "status": "ok" if ok else "failed",
+        "summary": gpu_preflight.summary_line(env),
+        "error": None if ok else "; ".join(env["messages"]),
+        "seconds": round(time.time() - t, 2),
     }
-    if study:
-        out["study"] = {"rtd_mlm_none": check_study}
-    return out
-
-
-def describe_device(device: str) -> str:
-    if torch.device(device).type == "cuda":
-        return torch.cuda.get_device_name(torch.device(device))
-    return f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--out", required=True, help="directory for gpu_check.json / .md")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--step", required=True, help="a step of gpu_plan.steps")
+    p.add_argument("--work", required=True, type=Path, help="where steps keep their files")
+    p.add_argument("--device", default="auto", help="auto (CUDA when there), cuda, cpu")
     p.add_argument("--smoke", action="store_true", help="CI size (tiny model, seconds)")
-    p.add_argument("--study", action="store_true", help="also RTD vs MLM vs none (hours)")
-    p.add_argument("--study-flops", type=float, default=1e17, help="pre-training FLOPs per arm")
-    p.add_argument("--no-compile", action="store_true", help="skip the torch.compile runs")
-    p.add_argument("--minutes", type=float, default=8.0, help="budget of smoke + throughput")
-    p.add_argument("--data-dir", default="", help="shared/data (default: the usual place)")
+    p.add_argument("--no-compile", action="store_true", help="(for gpu_run.sh; no effect)")
+    p.add_argument("--data", default="", help="staged gpu_data/ or shared/data (default: find)")
+    p.add_argument("--deadline", type=float, default=time.time() + 3600, help="epoch seconds")
     args = p.parse_args(argv)
-    from electra.system.paths import default_data_dir
-    from electra.system.precision import resolve_device
+    if args.step == "preflight":
+        record = preflight_step(args)
+    else:
+        ctx = context(args)
+        if ctx.cuda and not {"torch", "cuda"} & set(ctx.env.get("unusable", {})):
+            import torch
 
-    device = resolve_device(args.device)  # "cuda" -> "cuda:0": set_device needs an index
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    ctx = Context(
-        out=Path(args.out),
-        device=str(device),
-        smoke=args.smoke,
-        compile=not args.no_compile,
-        deadline=time.time() + args.minutes * 60,
-        data_dir=Path(args.data_dir) if args.data_dir else default_data_dir(),
+            torch.cuda.set_device(torch.device(ctx.device))
+        record = run_step(args.step, ctx)
+    write_json(args.work / "steps" / f"{args.step}.json", record)
+    print(
+        f"[gpu_check] {args.step}: {record['status']} ({record['seconds']} s) "
+        f"{record.get('error') or record.get('skipped') or record.get('summary', '')}",
+        flush=True,
     )
-    ctx.results.update(
-        device=describe_device(str(device)),
-        torch_device=str(device),
-        torch=torch.__version__,
-        cuda=torch.version.cuda,
-        smoke=args.smoke,
-        study_flops=args.study_flops,
-        started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    )
-    run_sections(sections(ctx, args.study), ctx)
-    write_report(ctx)
-    print(markdown(ctx.results))
     return 0
 
 

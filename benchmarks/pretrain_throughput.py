@@ -9,6 +9,13 @@ process, alternating, after warm-up; the median step time is reported with
 tokens/s, the ratio, and MFU against the measured matmul peak of the same
 dtype on this machine (FLOPs = the matmul FLOPs each step executes).
 
+Our side is the step ``electra pretrain`` runs: the trainer's own
+:func:`~electra.pretrain.trainer.forward_blocks` (host-side mask counts, one
+seeded generator per block, ``SampleRNG``, non-blocking copies of a pinned CPU
+batch), its metrics, clipping and AdamW; not the data loader, logging or the
+learning-rate schedule. The reference draws all its randomness from one
+generator, as users write it. Both start each step from the same CPU batch.
+
     python benchmarks/pretrain_throughput.py                 # small, 32 x 128, bf16 and fp32
     python benchmarks/pretrain_throughput.py --dtype bf16 --steps 8
     python benchmarks/pretrain_throughput.py --preset base --batch 8 --seq 512 --device cuda
@@ -27,6 +34,7 @@ import json
 import statistics
 import time
 from contextlib import nullcontext
+from functools import partial
 from types import SimpleNamespace
 
 import torch
@@ -37,6 +45,7 @@ from electra.model.optim import adamw
 from electra.pretrain.config import ObjectiveConfig
 from electra.pretrain.flops import executed_matmul_flops_per_step
 from electra.pretrain.objective import ElectraForPretraining, SpecialIds, mask_batch
+from electra.pretrain.trainer import forward_blocks
 
 SPECIAL = SpecialIds(pad=0, cls=101, sep=102, mask=103, vocab_size=30522)
 
@@ -103,16 +112,20 @@ def _seconds(fn, a: torch.Tensor, b: torch.Tensor, reps: int, device: str) -> fl
 
 
 def make_batch(batch: int, seq: int, device: str) -> dict[str, torch.Tensor]:
+    """Full blocks ([CLS] a [SEP] b [SEP]) on the CPU, pinned for a GPU as the loader does."""
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(1000, SPECIAL.vocab_size, (batch, seq), generator=g)
     ids[:, 0] = SPECIAL.cls
     ids[:, seq // 2] = SPECIAL.sep
     ids[:, -1] = SPECIAL.sep
-    return {
-        "input_ids": ids.to(device),
-        "attention_mask": torch.ones_like(ids).to(device),
-        "token_type_ids": torch.zeros_like(ids).to(device),
+    out = {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "token_type_ids": torch.zeros_like(ids),
     }
+    if torch.device(device).type == "cuda":
+        out = {k: v.pin_memory() for k, v in out.items()}
+    return out
 
 
 class ConvBertDiscriminator(torch.nn.Module):
@@ -179,8 +192,50 @@ def build_convbert_reference(disc_cfg, gen_size: float, device: str):
     return torch.nn.ModuleDict({"gen": gen, "disc": disc}).to(device).train()
 
 
-def reference_step(model, batch, rng, autocast):
-    ids, mask = batch["input_ids"], batch["attention_mask"]
+OURS_STEP = "electra.pretrain.trainer.forward_blocks (SampleRNG per block), metrics, clip, AdamW"
+
+
+def compile_mode(value: bool | str) -> str:
+    """``--compile``'s meaning: ``none``, ``ours`` (our two encoders) or ``both`` sides."""
+    if value in (False, None, "", "none"):
+        return "none"
+    if value in (True, "both"):
+        return "both"
+    if value == "ours":
+        return "ours"
+    raise ValueError(f"compile: {value!r} (none, ours or both)")
+
+
+def encoder_of(part: torch.nn.Module) -> torch.nn.Module:
+    """The encoder stack of one side's generator or discriminator.
+
+    Ours and ``transformers``' ELECTRA keep the body under ``.electra``;
+    ``transformers``' ConvBERT (and our wrapper of it) under ``.convbert``.
+    """
+    body = getattr(part, "electra", None) or getattr(part, "convbert", None)
+    if body is None:
+        raise AttributeError(f"{type(part).__name__} has neither .electra nor .convbert")
+    return body.encoder
+
+
+def compile_encoders(ours, ref, mode: str, backend: str = "inductor") -> list[torch.nn.Module]:
+    """``torch.compile`` the encoders ``mode`` names (as ``run.compile`` does ours);
+    returns the modules compiled. ``ours`` compiles two encoders, ``both`` four."""
+    parts = []
+    if mode in ("ours", "both"):
+        parts += [ours.generator, ours.discriminator]
+    if mode == "both":
+        parts += [ref["gen"], ref["disc"]]
+    encoders = [encoder_of(p) for p in parts]
+    for enc in encoders:
+        enc.compile(backend=backend)
+    return encoders
+
+
+def reference_step(model, batch, rng, autocast, device):
+    """What users write: one generator for every draw, the generator scoring every token."""
+    ids = batch["input_ids"].to(device, non_blocking=True)
+    mask = batch["attention_mask"].to(device, non_blocking=True)
     m = mask_batch(ids, mask, SPECIAL, 0.15, rng)
     labels = torch.full_like(ids, -100)
     labels[m.is_masked] = ids[m.is_masked]
@@ -198,22 +253,27 @@ def reference_step(model, batch, rng, autocast):
     return loss
 
 
-def ours_step(model, batch, rng, autocast):
+def ours_step(model, batch, first_index, autocast, device):
+    """The trainer's forward on a CPU batch (``forward_blocks``: ``SampleRNG`` per block)."""
     with autocast:
-        out = model(
-            batch["input_ids"],
-            batch["attention_mask"],
-            batch["token_type_ids"],
-            rng=rng,
-            full=True,  # all-ones mask by construction; the trainer knows it from the host
+        out = forward_blocks(
+            model,
+            batch,
+            first_index,
+            special=model.special,
+            mask_prob=model.objective.mask_prob,
+            seed=0,
+            device=torch.device(device),
         )
+    out.metrics()  # the trainer stacks the step's metrics on the device every step
     return out.loss
 
 
-def timed(step_fn, model, opt, batch, rng, autocast, device) -> float:
+def timed(step_fn, model, opt, device) -> float:
+    """Seconds of ``step_fn()``'s forward, backward, clipping and AdamW step, synchronised."""
     sync(device)
     t = time.perf_counter()
-    loss = step_fn(model, batch, rng, autocast)
+    loss = step_fn()
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
@@ -222,7 +282,32 @@ def timed(step_fn, model, opt, batch, rng, autocast, device) -> float:
     return time.perf_counter() - t
 
 
+def step_times(args, cfg, autocast) -> tuple[float, float]:
+    """Median seconds of our step and of the reference's, alternating, after warm-up."""
+    device = args.device
+    torch.manual_seed(0)
+    ours = ElectraForPretraining(cfg, ObjectiveConfig(generator_size=args.gen_size), SPECIAL)
+    ours = ours.to(device).train()
+    ref = build_reference(cfg, args.gen_size, device, args.ref_attn)
+    mode = compile_mode(getattr(args, "compile", False))
+    compile_encoders(ours, ref, mode, getattr(args, "compile_backend", "inductor"))
+    opt_o = adamw(ours.parameters(), lr=1e-4, eps=1e-6)  # what `electra pretrain` uses
+    opt_r = torch.optim.AdamW(ref.parameters(), lr=1e-4, eps=1e-6)  # what users write
+    batch = make_batch(args.batch, args.seq, device)
+    rng_r = torch.Generator(device=device).manual_seed(0)
+    times_o, times_r = [], []
+    for i in range(args.warmup + args.steps):
+        tr = timed(partial(reference_step, ref, batch, rng_r, autocast, device), ref, opt_r, device)
+        first = i * args.batch  # the block stream advances as in training
+        to = timed(partial(ours_step, ours, batch, first, autocast, device), ours, opt_o, device)
+        if i >= args.warmup:
+            times_r.append(tr)
+            times_o.append(to)
+    return statistics.median(times_o), statistics.median(times_r)
+
+
 def run(args, dtype_name: str) -> dict:
+    """One measurement: tokens/s of both steps, their ratio and MFU, as a dict."""
     device = args.device
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype_name]
     autocast = (
@@ -235,27 +320,7 @@ def run(args, dtype_name: str) -> dict:
         {"conv_kernel_size": conv, "head_ratio": getattr(args, "head_ratio", 2)} if conv else {}
     )
     cfg = preset(args.preset, vocab_size=SPECIAL.vocab_size, **mixing)
-    torch.manual_seed(0)
-    ours = ElectraForPretraining(cfg, ObjectiveConfig(generator_size=args.gen_size), SPECIAL)
-    ours = ours.to(device).train()
-    ref = build_reference(cfg, args.gen_size, device, args.ref_attn)
-    if getattr(args, "compile", False):  # the encoders of both sides, as `run.compile` does
-        for part in (ours.generator, ours.discriminator):
-            part.electra.encoder.compile()
-        for part in (ref["gen"], ref["disc"]):
-            part.electra.encoder.compile()
-    opt_o = adamw(ours.parameters(), lr=1e-4, eps=1e-6)  # what `electra pretrain` uses
-    opt_r = torch.optim.AdamW(ref.parameters(), lr=1e-4, eps=1e-6)  # what users write
-    batch = make_batch(args.batch, args.seq, device)
-    rng_o = torch.Generator(device=device).manual_seed(0)
-    rng_r = torch.Generator(device=device).manual_seed(0)
-    times_o, times_r = [], []
-    for i in range(args.warmup + args.steps):
-        tr = timed(reference_step, ref, opt_r, batch, rng_r, autocast, device)
-        to = timed(ours_step, ours, opt_o, batch, rng_o, autocast, device)
-        if i >= args.warmup:
-            times_r.append(tr)
-            times_o.append(to)
+    to, tr = step_times(args, cfg, autocast)
     tokens = args.batch * args.seq
     n_masked = round(0.15 * tokens)
     flops_ours = executed_matmul_flops_per_step(cfg, args.batch, args.seq, "rtd", args.gen_size)
@@ -265,7 +330,6 @@ def run(args, dtype_name: str) -> dict:
         2 * gen.hidden_size * gen.embedding_size + 2 * gen.embedding_size * gen.vocab_size
     )
     peak = cached_peak(dtype, device) * 1e9
-    to, tr = statistics.median(times_o), statistics.median(times_r)
     return {
         "preset": args.preset,
         "dtype": dtype_name,
@@ -275,6 +339,8 @@ def run(args, dtype_name: str) -> dict:
         "seq": args.seq,
         "generator_size": args.gen_size,
         "conv_kernel_size": conv,
+        "compiled": compile_mode(getattr(args, "compile", False)),
+        "ours_step": OURS_STEP,
         "ours_tokens_per_s": tokens / to,
         "reference_tokens_per_s": tokens / tr,
         "ratio": tr / to,
@@ -323,7 +389,14 @@ def main() -> None:
         "--conv-kernel-size", type=int, default=0, help="ConvBERT mixed attention (0: ELECTRA)"
     )
     p.add_argument("--head-ratio", type=int, default=2, help="with --conv-kernel-size")
-    p.add_argument("--compile", action="store_true", help="torch.compile both sides' encoders")
+    p.add_argument(
+        "--compile",
+        nargs="?",
+        const="both",
+        default="none",
+        choices=["none", "ours", "both"],
+        help="torch.compile the encoders: ours, or both sides' (plain --compile)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object per dtype")
     p.add_argument(
         "--allocator",

@@ -101,6 +101,24 @@ def test_arm_runs_are_keyed_by_their_recipe(blocks: Path, tmp_path: Path) -> Non
     assert arm_run_dir(base, "mlm", blocks, tmp_path).name.startswith("mlm-")
 
 
+def test_small_budgets_cap_the_warmup_equally_for_every_arm(tmp_path: Path) -> None:
+    """The `small` recipe warms up for 10,000 steps: an arm of 2,000 steps would end with
+    its learning rate at a fifth of its peak; capped at 10%, every arm peaks at 10%."""
+    from electra.experiments.compare import _arm_config, capped_warmup
+
+    cmd = CompareCommand(config="small", budget_flops=1e15)
+    blocks = tmp_path / "blocks"  # only named in the config, never opened here
+    rtd = _arm_config(cmd, "rtd", blocks, tmp_path / "rtd", 2000, 1000, 2)
+    mlm = _arm_config(cmd, "mlm", blocks, tmp_path / "mlm", 3100, 1550, 2)
+    assert (rtd.optim.warmup_steps, rtd.optim.max_steps) == (200, 2000)
+    assert (mlm.optim.warmup_steps, mlm.optim.max_steps) == (310, 3100)  # the same 10%
+    # a long arm keeps the recipe's warm-up; a user's shorter one is kept too
+    assert _arm_config(cmd, "rtd", blocks, tmp_path, 10**6, 10**5, 2).optim.warmup_steps == 10_000
+    short = CompareCommand(config="small", budget_flops=1e15, set=["optim.warmup_steps=50"])
+    assert _arm_config(short, "rtd", blocks, tmp_path, 2000, 1000, 2).optim.warmup_steps == 50
+    assert capped_warmup(10_000, 5) == 1  # never zero
+
+
 def test_blocks_rebuilt_at_the_same_path_key_new_runs(blocks: Path, tmp_path: Path) -> None:
     """Other content under the same path (a new vocabulary, a new corpus) trains anew:
     the arms, the untrained encoder and the table are keyed by the blocks' fingerprint."""

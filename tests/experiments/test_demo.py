@@ -97,8 +97,8 @@ def test_finetuning_plan_fits_the_budget_and_is_reused(
 
     calls = []
 
-    def per_example(model_dir: Path) -> float:
-        calls.append(model_dir)
+    def per_example(model_dir: Path, device: str) -> float:
+        calls.append((model_dir, device))
         return 0.01  # 10 ms per training example, a third of that to evaluate one
 
     monkeypatch.setattr(demo_module, "estimate_finetune_seconds", per_example)
@@ -110,16 +110,17 @@ def test_finetuning_plan_fits_the_budget_and_is_reused(
     assert planned.epochs == 3 and cmd.nsmc_train_examples == 12000  # the input is not changed
     again = demo_module.plan_finetuning(cmd, tmp_path, plan)
     assert again.nsmc_train_examples == 8666 and len(calls) == 1  # reused, not re-timed
+    assert calls == [(tmp_path, "auto")]  # timed where the fine-tuning runs: its --device
     # a fast machine is capped by the examples asked for; a slow one keeps a usable minimum
     plan.unlink()
-    monkeypatch.setattr(demo_module, "estimate_finetune_seconds", lambda d: 1e-5)
+    monkeypatch.setattr(demo_module, "estimate_finetune_seconds", lambda d, device: 1e-5)
     assert demo_module.plan_finetuning(cmd, tmp_path, plan).nsmc_train_examples == 12000
     plan.unlink()
-    monkeypatch.setattr(demo_module, "estimate_finetune_seconds", lambda d: 1.0)
+    monkeypatch.setattr(demo_module, "estimate_finetune_seconds", lambda d, device: 1.0)
     assert demo_module.plan_finetuning(cmd, tmp_path, plan).nsmc_train_examples == 2000
     assert demo_module.plan_finetuning(DemoCommand(smoke=True), tmp_path, plan).smoke
     # another budget is planned anew, not read from the old plan
-    monkeypatch.setattr(demo_module, "estimate_finetune_seconds", lambda d: 0.01)
+    monkeypatch.setattr(demo_module, "estimate_finetune_seconds", lambda d, device: 0.01)
     cmd10 = DemoCommand(finetune_minutes=10, epochs=3, nsmc_eval_examples=3000)
     assert demo_module.plan_finetuning(cmd10, tmp_path, plan).nsmc_train_examples == 12000
 

@@ -66,6 +66,23 @@ def test_each_torchrun_rank_takes_its_local_gpu(
     assert fake_cuda == [torch.device("cuda", 1), "nccl"]
 
 
+def test_one_process_gets_a_real_group_only_when_asked(
+    fake_cuda, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The GPU check's torchrun step sets ELECTRA_PROCESS_GROUP=always: one process, a
+    real NCCL group (and the DDP wrapper); a plain run creates none."""
+    from electra.pretrain.distributed import PROCESS_GROUP_ENV
+
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    setup_distributed("cuda")
+    assert "nccl" not in fake_cuda
+    monkeypatch.setenv(PROCESS_GROUP_ENV, "always")
+    assert setup_distributed("cuda").world == 1
+    assert fake_cuda[-1] == "nccl"
+    setup_distributed("cpu")
+    assert fake_cuda[-1] == "gloo"
+
+
 def test_cuda_asked_for_without_a_gpu_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_device("auto") == torch.device("cpu")
@@ -162,6 +179,28 @@ def test_demo_plans_steps_from_a_step_on_the_runs_device(
     with pytest.raises(_Reached):
         estimate_step_seconds(cfg, block_length=16, vocab_size=100)
     assert moved == [torch.device("cuda", 0)]
+
+
+def test_demo_times_fine_tuning_on_the_device_it_will_use(
+    fake_cuda,
+    ko_model,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--device auto`` fine-tunes on the GPU: the plan must be timed there, not on the CPU."""
+    from electra.experiments.timing import estimate_finetune_seconds
+
+    moved: list[torch.device] = []
+
+    def to(self, device, *a, **k):
+        moved.append(torch.device(device))
+        raise _Reached  # no real GPU to go on with
+
+    monkeypatch.setattr(torch.nn.ModuleDict, "to", to)
+    with pytest.raises(_Reached):
+        estimate_finetune_seconds(ko_model, length=8, batch=2)
+    assert moved == [torch.device("cuda", 0)]
+    monkeypatch.undo()
+    assert estimate_finetune_seconds(ko_model, length=8, batch=2, device="cpu") > 0
 
 
 def test_demo_step_timing_uses_the_runs_precision(monkeypatch: pytest.MonkeyPatch) -> None:

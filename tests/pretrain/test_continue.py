@@ -84,8 +84,13 @@ def law_blocks(released, ko_law: Path, tmp_path_factory, cli) -> Path:
     return out
 
 
-def continue_run(cli, out: Path, blocks: Path, *init: str, sets: tuple[str, ...] = ()):
-    sets = (
+CPU = "run.device='cpu'"  # exactness against a CPU reference: never the GPU of a GPU machine
+
+
+def continue_sets(*sets: str) -> tuple[str, ...]:
+    """The ``--set`` overrides of a continued run on the command line (CPU, fp32, no dropout)."""
+    return (
+        CPU,
         f"optim.batch_size={BATCH}",
         "optim.warmup_steps=1",
         'run.precision="fp32"',
@@ -97,6 +102,10 @@ def continue_run(cli, out: Path, blocks: Path, *init: str, sets: tuple[str, ...]
         *NO_DROPOUT,
         *sets,
     )
+
+
+def continue_run(cli, out: Path, blocks: Path, *init: str, sets: tuple[str, ...] = ()):
+    sets = continue_sets(*sets)
     args = ["pretrain", "--config", "continue", *init, "--data", str(blocks), "-o", str(out)]
     r = cli(*args, "--set", *sets)
     assert r.returncode == 0, r.stderr
@@ -246,6 +255,7 @@ def continue_config(blocks: Path, out: Path, disc: Path, gen: Path | None = None
     from electra.pretrain.config import load_config
 
     sets = [
+        CPU,
         f"data.blocks={json.dumps(str(blocks))}",
         f"run.output_dir={json.dumps(str(out))}",
         f"init.discriminator={json.dumps(str(disc))}",
@@ -294,6 +304,8 @@ def test_blocks_of_another_tokenizer_refuse_to_train(released, law_blocks, tmp_p
         str(law_blocks),
         "-o",
         str(tmp_path / "run"),
+        "--set",
+        CPU,
     )
     assert r.returncode == 2
     # Names the blocks' manifest, the tokenizer they were made with, and the checkpoint.
@@ -591,3 +603,9 @@ def test_a_convbert_pair_continues_and_exports_as_convbert(released, law_blocks,
         want = ours.discriminator.electra.eval()(ids)
         assert torch.allclose(hf(ids).last_hidden_state, want, atol=1e-5)
     assert "ConvBertModel" in (run / "hf" / "discriminator" / "README.md").read_text()
+
+
+def test_continued_runs_pin_the_cpu(tmp_path) -> None:
+    """They compare their first losses with a CPU reference: on a GPU machine too."""
+    assert continue_config(tmp_path, tmp_path, tmp_path).run.device == "cpu"
+    assert "run.device='cpu'" in continue_sets()

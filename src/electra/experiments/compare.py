@@ -166,6 +166,7 @@ def arm_run_dir(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> Path:
     recipe = load_config(cmd.config, [*recipe_overrides(cmd), f"objective.objective='{arm}'"])
     recipe.data.blocks = str(blocks)
     key = [dataclasses.asdict(recipe), cmd.budget_flops, cmd.points, blocks_id(blocks)]
+    key.append({"warmup_share": WARMUP_SHARE})  # runs from before the cap are not resumed
     return out / f"{arm}-{_fingerprint(key)}"
 
 
@@ -198,24 +199,46 @@ def pretrain_arm(
     return [_export_mark(arm, run, mark, flops_step) for mark in marks], flops_step
 
 
+WARMUP_SHARE = 0.1  # the most of an arm's steps its learning-rate warm-up may take
+
+
+def capped_warmup(warmup_steps: int, steps: int) -> int:
+    """The recipe's warm-up, at most ``WARMUP_SHARE`` of the arm's ``steps`` (at least 1).
+
+    Recipes are written for runs of a million steps (``small`` warms up for
+    10,000); an arm of a small budget would otherwise end before its learning
+    rate peaked, and an RTD and an MLM arm of the same FLOPs (so of different
+    step counts) would reach different fractions of it. Every arm gets the same
+    rule, so each peaks at the same point of its run.
+    """
+    return max(1, min(warmup_steps, int(WARMUP_SHARE * steps)))
+
+
 def _arm_config(
     cmd: CompareCommand, arm: str, blocks: Path, run: Path, steps: int, interval: int, marks: int
 ) -> Any:
-    """The arm's recipe: ``steps`` steps, a checkpoint kept at every ``interval``."""
-    return load_config(
-        cmd.config,
-        [
-            *recipe_overrides(cmd),
-            f"objective.objective='{arm}'",
-            f"data.blocks={json.dumps(str(blocks))}",
-            f"run.output_dir={json.dumps(str(run))}",
-            f"optim.max_steps={steps}",
-            f"run.save_every={interval}",
-            f"run.keep_last={marks + 1}",
-            "run.export=false",
-            f"run.progress={'true' if cmd.progress else 'false'}",
-        ],
-    )
+    """The arm's recipe: ``steps`` steps, a checkpoint kept at every ``interval``, the
+    warm-up capped (:func:`capped_warmup`)."""
+    overrides = [
+        *recipe_overrides(cmd),
+        f"objective.objective='{arm}'",
+        f"data.blocks={json.dumps(str(blocks))}",
+        f"run.output_dir={json.dumps(str(run))}",
+        f"optim.max_steps={steps}",
+        f"run.save_every={interval}",
+        f"run.keep_last={marks + 1}",
+        "run.export=false",
+        f"run.progress={'true' if cmd.progress else 'false'}",
+    ]
+    cfg = load_config(cmd.config, overrides)
+    warmup = capped_warmup(cfg.optim.warmup_steps, steps)
+    if warmup != cfg.optim.warmup_steps:
+        _log(
+            f"{arm}: warm-up capped at {warmup} steps ({WARMUP_SHARE:.0%} of {steps}; "
+            f"the recipe's is {cfg.optim.warmup_steps})"
+        )
+        cfg.optim.warmup_steps = warmup
+    return cfg
 
 
 def _train_arm(cfg: Any, arm: str, run: Path) -> None:

@@ -317,7 +317,10 @@ def plan_finetuning(cmd: DemoCommand, discriminator: Path, plan_path: Path) -> D
     key = [cmd.finetune_minutes, cmd.epochs, cmd.nsmc_train_examples, cmd.nsmc_eval_examples]
     plan = json.loads(plan_path.read_text()) if plan_path.is_file() else {}
     if plan.get("key") != key:
-        per_example = estimate_finetune_seconds(discriminator)
+        from electra.finetune.run import finetune_options
+
+        device = finetune_options(cmd).get("device", "auto")  # where fine-tuning will run
+        per_example = estimate_finetune_seconds(discriminator, device=device)
         n_eval = cmd.nsmc_eval_examples or 6000
         eval_s = (cmd.epochs + 1) * n_eval * per_example / 3
         budget = cmd.finetune_minutes * 60 - eval_s

@@ -56,30 +56,41 @@ def _sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
-def estimate_finetune_seconds(model_dir: Path, length: int = 64, batch: int = 32) -> float:
+def estimate_finetune_seconds(
+    model_dir: Path, length: int = 64, batch: int = 32, device: str = "auto"
+) -> float:
     """Seconds per training example of a fine-tuning step of ``model_dir``'s encoder
-    (batch x length random ids, the precision fine-tuning will use; nothing written)."""
+    (batch x length random ids, nothing written).
+
+    Timed where and how the fine-tuning will run: on ``device`` (``--device`` of
+    ``electra finetune``, ``auto`` a GPU when there is one) with the precision it
+    picks there, synchronised around each step; a CPU timing planned a GPU's
+    fine-tuning for a machine a hundred times slower.
+    """
     import torch
 
     from electra.finetune.run import default_bf16
     from electra.model.hf import load_encoder
-    from electra.system.precision import autocast_for
+    from electra.system.precision import autocast_for, resolve_device
 
+    dev = resolve_device(device, option="--device")
     encoder, _ = load_encoder(model_dir)
     head = torch.nn.Linear(encoder.config.hidden_size, 2)
-    model = torch.nn.ModuleDict({"encoder": encoder, "head": head}).train()
+    model = torch.nn.ModuleDict({"encoder": encoder, "head": head}).to(dev).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
-    bf16 = default_bf16(torch.device("cpu"))
-    ids = torch.randint(5, encoder.config.vocab_size, (batch, length))
-    labels = torch.randint(0, 2, (batch,))
+    precision = "bf16" if default_bf16(dev) else "fp32"
+    ids = torch.randint(5, encoder.config.vocab_size, (batch, length), device=dev)
+    labels = torch.randint(0, 2, (batch,), device=dev)
     times = []
     for i in range(3):
+        _sync(dev)
         t = time.perf_counter()
-        with autocast_for("bf16" if bf16 else "fp32", torch.device("cpu")):
+        with autocast_for(precision, dev):
             logits = head(encoder(ids)[:, 0]).float()
         torch.nn.functional.cross_entropy(logits, labels).backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        _sync(dev)
         if i:
             times.append(time.perf_counter() - t)
     return statistics.median(times) / batch

@@ -28,15 +28,27 @@ class Dist:
         return self.rank == 0
 
 
+PROCESS_GROUP_ENV = "ELECTRA_PROCESS_GROUP"
+
+
 def setup_distributed(device_pref: str) -> Dist:
-    """Read torchrun's environment; one process when it is absent."""
+    """Read torchrun's environment; one process when it is absent.
+
+    The process group (NCCL on a GPU, gloo on the CPU) is created when there
+    is more than one process, or for a single one under ``torchrun`` when
+    ``ELECTRA_PROCESS_GROUP`` is ``always``: ``benchmarks/gpu_check.py`` sets it
+    so that ``torchrun --nproc_per_node 1`` exercises the real group and the DDP
+    wrapper on a one-GPU machine (a plain one-process run needs neither and pays
+    for neither).
+    """
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local = int(os.environ.get("LOCAL_RANK", "0"))
     device = resolve_device(device_pref, local, world)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    if world > 1 and not dist.is_initialized():
+    wanted = world > 1 or os.environ.get(PROCESS_GROUP_ENV) == "always"
+    if wanted and not dist.is_initialized():  # torchrun's MASTER_ADDR/PORT: env:// init
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     return Dist(rank, world, local, device)
 

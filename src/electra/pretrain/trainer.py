@@ -87,6 +87,39 @@ from electra.system.locks import DirectoryLock, DirectoryLocked
 from electra.system.precision import autocast_for, resolve_precision
 
 
+def forward_blocks(
+    model: nn.Module,
+    batch: dict[str, torch.Tensor],
+    first_index: int,
+    *,
+    special: Any,
+    mask_prob: float,
+    seed: int,
+    device: torch.device,
+    keep: bool = False,
+):
+    """``model``'s objective on a CPU batch whose first block is ``first_index`` of the stream.
+
+    What depends only on the batch (are all blocks full, how many positions each
+    row masks) is computed here on the host, so the device is never asked for it
+    (no host sync); the blocks go over with non-blocking copies, and each one's
+    randomness comes from its own generator (:class:`SampleRNG`, seeded by the
+    block's place in the global stream). The training loop calls this for every
+    micro-batch, and ``benchmarks/pretrain_throughput.py`` times this very call, so
+    the step it measures is the one ``electra pretrain`` runs.
+    """
+    cpu_ids, cpu_mask = batch["input_ids"], batch["attention_mask"]
+    full = bool(cpu_mask.all())
+    picks = picks_per_row(cpu_ids, cpu_mask, special, mask_prob)
+    ids = cpu_ids.to(device, non_blocking=True)
+    mask = cpu_mask.to(device, non_blocking=True)
+    types = batch["token_type_ids"].to(device, non_blocking=True)
+    seeds = SampleRNG.seeds_for(seed, range(first_index, first_index + len(ids)))
+    rng = SampleRNG(seeds, device, picks=picks)
+    extra = {"keep_tensors": True} if keep else {}
+    return model(ids, mask, types, rng=rng, full=full, **extra)
+
+
 def _mix_seed(*parts: int) -> int:
     """A 63-bit seed from integers (splitmix-style, platform independent)."""
     x = 0x9E3779B97F4A7C15
@@ -351,8 +384,10 @@ class Trainer:
         if self.cfg.run.compile:
             for part in parts:
                 part.electra.encoder.compile()
-        if env.world == 1:
+        if env.world == 1 and not dist.is_initialized():
             return model
+        # A process group of one (ELECTRA_PROCESS_GROUP=always) is wrapped too: the GPU
+        # check runs DDP's gradient all-reduce over NCCL on a single GPU that way.
         ids = [env.device.index] if env.device.type == "cuda" else None
         return DDP(model, device_ids=ids)
 
@@ -397,21 +432,18 @@ class Trainer:
         return autocast_for(self.cfg.run.precision, self.env.device)
 
     def _forward(self, batch: dict[str, torch.Tensor], first_index: int, keep: bool = False):
-        """The objective on a CPU batch; what depends only on the batch (are all blocks
-        full, how many positions each row masks) is computed here on the host, so
-        the device is never asked for it (no host sync)."""
-        dev = self.env.device
-        cpu_ids, cpu_mask = batch["input_ids"], batch["attention_mask"]
-        full = bool(cpu_mask.all())
-        picks = picks_per_row(cpu_ids, cpu_mask, self.model.special, self.cfg.objective.mask_prob)
-        ids = cpu_ids.to(dev, non_blocking=True)
-        mask = cpu_mask.to(dev, non_blocking=True)
-        types = batch["token_type_ids"].to(dev, non_blocking=True)
-        seeds = SampleRNG.seeds_for(self.cfg.run.seed, range(first_index, first_index + len(ids)))
-        rng = SampleRNG(seeds, dev, picks=picks)
-        extra = {"keep_tensors": True} if keep else {}
+        """The objective on a CPU batch (:func:`forward_blocks`), under the run's autocast."""
         with self._autocast():
-            return self.wrapped(ids, mask, types, rng=rng, full=full, **extra)
+            return forward_blocks(
+                self.wrapped,
+                batch,
+                first_index,
+                special=self.model.special,
+                mask_prob=self.cfg.objective.mask_prob,
+                seed=self.cfg.run.seed,
+                device=self.env.device,
+                keep=keep,
+            )
 
     def _train_step(self, step: int, scaler) -> tuple[list[str], torch.Tensor, int, torch.Tensor]:
         """One optimizer step; returns metric names, their values (on device), tokens and
@@ -802,6 +834,11 @@ class Trainer:
             "planned_steps": self.planned,
             "elapsed_s": time.time() - s.t0,
             "allocator": allocator.current(),
+            "distributed": {
+                "world_size": self.env.world,
+                "backend": dist.get_backend() if dist.is_initialized() else None,
+                "wrapper": type(self.wrapped).__name__,
+            },
             "checkpoint": str(path) if path else None,
             "skipped_steps": self.nonfinite.skipped,  # NaN or infinite loss or gradient
             **{k: s.last[k] for k in ("loss", "mlm_loss", "disc_loss") if k in s.last},
