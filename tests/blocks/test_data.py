@@ -549,3 +549,15 @@ def test_data_dir_from_environment(monkeypatch, tmp_path: Path) -> None:
         REPO_ROOT.parent / "shared" / "data",
         Path.cwd().parent / "shared" / "data",
     )
+
+
+def test_bytes_overwritten_in_a_shard_are_refused_naming_it(prepared: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(prepared, copy)
+    shard = copy / "train-00000.npy"
+    raw = bytearray(shard.read_bytes())
+    raw[-4000:] = b"\xff" * 4000  # ids far beyond the vocabulary (as after a bad copy)
+    shard.write_bytes(bytes(raw))
+    blocks = open_blocks(copy)  # the size is right: opening cannot tell
+    with pytest.raises(CorpusError, match=r"train-00000\.npy: token id \d+ is outside the vocab"):
+        blocks.get(np.arange(len(blocks)))

@@ -143,7 +143,19 @@ class Blocks:
             for s in np.unique(shard):
                 sel = np.nonzero(shard == s)[0]
                 ids[sel] = self._shard(int(s))[local[sel]]
+                self._check_ids(ids[sel], int(s))
         return ids, token_types(ids, self.sep_id)
+
+    def _check_ids(self, ids: np.ndarray, shard: int) -> None:
+        """Refuse ids outside the vocabulary: bytes that changed after ``prepare`` (a
+        cheap check on every read; :meth:`verify` finds any change, valid ids too)."""
+        if ids.size and int(ids.max()) >= self.vocab_size:
+            p = self.directory / self._shards[shard]["file"]
+            raise CorpusError(
+                f"{p}: token id {int(ids.max())} is outside the vocabulary of "
+                f"{self.vocab_size}: the shard changed after prepare (corrupt); prepare the "
+                "blocks again (Blocks.verify() checks every shard against the manifest)"
+            )
 
     def verify(self) -> None:
         """Check every shard's sha256 against the manifest (reads everything)."""
