@@ -113,8 +113,12 @@ def test_a_small_budget_stops_each_step_at_its_limit_and_still_reports(
     assert timed_out and all(r["error"].startswith("timed out after") for r in timed_out)
     assert all(r["seconds"] <= r["limit_s"] + 3 for r in steps.values())  # TERM, then KILL
     assert sum(r["seconds"] for r in steps.values()) <= 40
-    assert steps["throughput_tiny_4x32_compile"]["status"] == "skipped"
-    assert "time budget spent" in steps["throughput_tiny_4x32_compile"]["skipped"]
+    # the last step gets what is left: nothing (skipped) or a sliver (killed at it); which
+    # one depends on how fast this machine ran the others
+    last = steps["throughput_tiny_4x32_compile"]
+    assert last["status"] in {"skipped", "timed-out"}
+    if last["status"] == "skipped":
+        assert "time budget spent" in last["skipped"]
     md = (out / "gpu_check.md").read_text()
     assert "TIMED OUT" in md and "timed out after" in md
 
