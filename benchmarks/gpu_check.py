@@ -37,6 +37,7 @@ as skipped without importing them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -174,10 +175,48 @@ def _cli(*args: str) -> list[str]:
 
 
 def _run(cmd: list[str], timeout: float, env: dict[str, str] | None = None):
-    p = subprocess.run(cmd, env=env or _env(), capture_output=True, text=True, timeout=timeout)
+    """Run ``cmd`` in a process group of its own; at ``timeout`` the whole group is killed,
+    so a torchrun worker is not left behind (holding the GPU) when its launcher is."""
+    proc = subprocess.Popen(
+        cmd,
+        env=env or _env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    _CHILDREN.add(proc)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise
+    finally:
+        if proc.poll() is None:
+            _kill_group(proc)
+        _CHILDREN.discard(proc)
+    p = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
     if p.returncode != 0:
         raise RuntimeError(f"exit {p.returncode}: {' '.join(cmd[:6])} ...\n{p.stderr[-3000:]}")
     return p
+
+
+_CHILDREN: set[subprocess.Popen] = set()  # the running subprocesses, each its own group
+
+
+def _stop_children(signum: int, _frame: Any) -> None:
+    """On ``timeout``'s SIGTERM: kill every child group (they are outside this process's
+    group, so the signal did not reach them), then end as the signal would."""
+    for proc in list(_CHILDREN):
+        _kill_group(proc)
+    sys.exit(128 + signum)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc`` and every process of its group (it was started in a new session)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 # ---------------------------------------------------------------------------
@@ -272,7 +311,9 @@ def check_resume(ctx: Context) -> dict[str, Any]:
         _pretrain_cmd(ctx, killed, steps, "run.export=false"),
         env=_env(),
         stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
+    _CHILDREN.add(proc)
     signalled = _kill_after(proc, killed, steps // 2, timeout=ctx.timeout(300))
     if not signalled:  # finished first: resume from a middle checkpoint instead
         for c in ckpt.step_dirs(killed / "checkpoints"):
@@ -307,8 +348,7 @@ def _kill_after(proc: subprocess.Popen, run: Path, step: int, timeout: float) ->
             pass
         time.sleep(0.02)
     if proc.poll() is None:
-        proc.kill()
-        proc.wait()
+        _kill_group(proc)
         raise TimeoutError(f"step {step} not reached in {timeout:.0f} s")
     if proc.returncode != 0:
         raise RuntimeError(f"pre-training exited with {proc.returncode}")
@@ -501,6 +541,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", default="", help="staged gpu_data/ or shared/data (default: find)")
     p.add_argument("--deadline", type=float, default=time.time() + 3600, help="epoch seconds")
     args = p.parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop_children)
     if args.step == "preflight":
         record = preflight_step(args)
     else:

@@ -80,3 +80,52 @@ def test_gpu_check_gives_cuda_an_index(monkeypatch) -> None:
     gpu = gpu_preflight.describe_gpu("cuda:1")
     assert gpu["device"] == "cuda:1" and gpu["name"] == "fake H200"
     assert gpu["capability"] == "9.0" and gpu["memory_gib"] == 141.0
+
+
+def test_a_step_that_times_out_leaves_no_process_behind(tmp_path: Path) -> None:
+    """A launcher killed at its timeout takes its workers with it (a torchrun worker left
+    sleeping would hold the GPU for the checks after it)."""
+    import subprocess
+
+    import gpu_check
+
+    pid_file = tmp_path / "child.pid"
+    grandchild = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(60)"
+    )
+    with pytest.raises(subprocess.TimeoutExpired):
+        gpu_check._run([sys.executable, "-c", grandchild], timeout=3)
+    status = Path(f"/proc/{int(pid_file.read_text())}/status")
+    time.sleep(0.2)
+    # gone, or a zombie waiting for init to reap it: not running either way
+    assert not status.exists() or "State:\tZ" in status.read_text()
+
+
+def test_a_step_stopped_by_its_time_limit_stops_its_children(tmp_path: Path) -> None:
+    """gpu_run.sh's ``timeout`` sends SIGTERM to the step's group; the step's children run
+    in groups of their own, so the step must stop them itself."""
+    import signal
+
+    pid_file = tmp_path / "child.pid"
+    grandchild = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(60)"
+    )
+    step = (
+        f"import signal, sys; sys.path.insert(0, {str(REPO / 'benchmarks')!r}); "
+        "import gpu_check; signal.signal(signal.SIGTERM, gpu_check._stop_children); "
+        f"gpu_check._run([sys.executable, '-c', {grandchild!r}], timeout=60)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", step], cwd=REPO)
+    deadline = time.time() + 30
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.time() < deadline, "the grandchild never started"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 128 + signal.SIGTERM
+    status = Path(f"/proc/{int(pid_file.read_text())}/status")
+    time.sleep(0.2)
+    assert not status.exists() or "State:\tZ" in status.read_text()
