@@ -174,6 +174,9 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "electra.cli", *args]
 
 
+_CHILDREN: set[subprocess.Popen] = set()  # the running subprocesses, each its own group
+
+
 def _run(cmd: list[str], timeout: float, env: dict[str, str] | None = None):
     """Run ``cmd`` in a process group of its own; at ``timeout`` the whole group is killed,
     so a torchrun worker is not left behind (holding the GPU) when its launcher is."""
@@ -199,9 +202,6 @@ def _run(cmd: list[str], timeout: float, env: dict[str, str] | None = None):
     if p.returncode != 0:
         raise RuntimeError(f"exit {p.returncode}: {' '.join(cmd[:6])} ...\n{p.stderr[-3000:]}")
     return p
-
-
-_CHILDREN: set[subprocess.Popen] = set()  # the running subprocesses, each its own group
 
 
 def _stop_children(signum: int, _frame: Any) -> None:
