@@ -116,6 +116,36 @@ def test_inverse_cdf_sampling_is_the_categorical_distribution() -> None:
     assert s[0] == 1 and s[1] == 3
 
 
+def test_the_two_level_search_is_exact_across_chunks_and_the_short_last_one() -> None:
+    """Weights spanning several chunks and a shorter last chunk, with zero-weight ids at
+    both sides of each chunk border and at the row's end: frequencies match the weights
+    (chi-square), zero weights are never drawn, and u = 0 / u -> 1 land on the first /
+    last id of positive weight."""
+    from scipy.stats import chisquare
+
+    from electra.pretrain.objective import SAMPLE_CHUNK
+
+    g = torch.Generator().manual_seed(1)
+    v = 3 * SAMPLE_CHUNK + 37
+    w = torch.rand(v, generator=g) ** 4
+    zero = [0, 1, SAMPLE_CHUNK - 1, SAMPLE_CHUNK, 2 * SAMPLE_CHUNK, v - 2, v - 1]
+    w[zero] = 0.0
+    w[SAMPLE_CHUNK + 1 : 2 * SAMPLE_CHUNK] = 0.0  # a chunk holding one id of weight
+    n = 400_000
+    u = torch.cat([torch.zeros(1), torch.full((1,), 1 - 2**-24), torch.rand(n - 2, generator=g)])
+    s = sample_from_weights(w.repeat(n, 1), u)
+    counts = torch.bincount(s, minlength=v)
+    assert len(counts) == v and counts[zero].sum() == 0
+    assert s[0] == 2 and s[1] == v - 3
+    expected = (w / w.sum() * n).double()
+    keep = expected > 0
+    assert chisquare(counts[keep].double(), expected[keep] / expected[keep].sum() * n).pvalue > 1e-4
+    # A vocabulary below one chunk, and rows of different weights at once.
+    rows = torch.tensor([[0.0, 3.0, 1.0], [5.0, 0.0, 0.0]]).repeat(n // 2, 1)
+    s = sample_from_weights(rows, torch.rand(n, generator=g)).view(-1, 2)
+    assert (s[:, 1] == 0).all() and abs((s[:, 0] == 1).float().mean() - 0.75) < 0.01
+
+
 def test_sample_equal_to_original_is_labelled_original(monkeypatch: pytest.MonkeyPatch) -> None:
     import electra.pretrain.objective as P
 

@@ -234,21 +234,41 @@ def mask_batch(
     return Masked(corrupted, is_masked, positions, labels)
 
 
+SAMPLE_CHUNK = 256
+"""Ids per chunk in :func:`sample_from_weights`' two-level search."""
+
+
 def sample_from_weights(weights: Tensor, u: Tensor) -> Tensor:
     """One id per row of (N, V) non-negative fp32 ``weights`` (unnormalised
     probabilities), by inverse CDF with ``u`` (N,) uniform in [0, 1).
 
     The first id whose cumulative weight exceeds ``u`` times the row's total:
     exactly the categorical distribution, from one random number per row (the
-    Gumbel-max trick needs one per vocabulary entry, ~5% of a CPU step). An id
-    of zero weight is never chosen. (Exact up to fp32 rounding of the running
-    sum: an id whose weight is below its rounding error, ~1e-7 of the row's total
-    mass, can be skipped. The random stream differs from the Gumbel-max one, so a
-    checkpoint written before the change resumes correctly but not bit-exactly.)
+    Gumbel-max trick needs one per vocabulary entry, ~5% of a CPU step). The
+    search is two-level: a chunk of :data:`SAMPLE_CHUNK` ids by the cumulative sums
+    of the chunks' totals, then an id inside it; a cumulative sum over the whole
+    row is a sequential scan, 8x slower on CPU than the chunk totals (a vectorised
+    reduction) at a 30,522-id vocabulary. An id of zero weight is never chosen:
+    the point inside the chosen chunk (of positive total) is kept below its last
+    running sum. (Exact up to fp32 rounding of the running sums: an id whose weight
+    is below their rounding error, ~1e-7 of the total mass, can be skipped.)
     """
-    cdf = weights.cumsum(dim=-1)  # (N, V)
+    n, v = weights.shape
+    chunk = SAMPLE_CHUNK
+    full = v // chunk
+    totals = weights[:, : full * chunk].reshape(n, full, chunk).sum(dim=-1)  # (N, C)
+    if v > full * chunk:  # the last, shorter chunk
+        totals = torch.cat([totals, weights[:, full * chunk :].sum(dim=-1, keepdim=True)], 1)
+    cdf = totals.cumsum(dim=-1)  # (N, C)
     point = (u * cdf[:, -1]).unsqueeze(-1)  # (N, 1), below the row's total
-    return torch.searchsorted(cdf, point, right=True).squeeze(-1).clamp_(max=cdf.shape[-1] - 1)
+    k = torch.searchsorted(cdf, point, right=True).clamp_(max=cdf.shape[-1] - 1)  # (N, 1)
+    before = cdf.gather(1, (k - 1).clamp(min=0)) * (k > 0)  # mass of the chunks before
+    ids = k * chunk + torch.arange(chunk, device=weights.device)  # (N, chunk)
+    window = weights.gather(1, ids.clamp(max=v - 1)) * (ids < v)
+    running = window.cumsum(dim=-1)  # (N, chunk)
+    last = running[:, -1:]
+    inside = torch.minimum(point - before, torch.nextafter(last, torch.zeros_like(last)))
+    return (k * chunk + torch.searchsorted(running, inside, right=True)).squeeze(-1)
 
 
 class _FusedMLMLoss(torch.autograd.Function):
