@@ -110,7 +110,7 @@ def forward_blocks(
     What depends only on the batch (are all blocks full, how many positions each
     row masks) is computed here on the host, so the device is never asked for it
     (no host sync); the blocks go over with non-blocking copies, and each one's
-    randomness comes from its own generator (:class:`SampleRNG`, seeded by the
+    randomness is its own hashed stream (:class:`SampleRNG`, seeded by the
     block's place in the global stream). The training loop calls this for every
     micro-batch, and ``benchmarks/pretrain_throughput.py`` times this very call, so
     the step it measures is the one ``electra pretrain`` runs.
