@@ -10,8 +10,8 @@ tokens/s, the ratio, and MFU against the measured matmul peak of the same
 dtype on this machine (FLOPs = the matmul FLOPs each step executes).
 
 Our side is the step ``electra pretrain`` runs: the trainer's own
-:func:`~electra.pretrain.trainer.forward_blocks` (host-side mask counts, one
-seeded generator per block, ``SampleRNG``, non-blocking copies of a pinned CPU
+:func:`~electra.pretrain.trainer.forward_blocks` (host-side mask counts, the
+per-block hashed noise of ``SampleRNG``, non-blocking copies of a pinned CPU
 batch), its metrics, clipping and AdamW; not the data loader, logging or the
 learning-rate schedule. The reference draws all its randomness from one
 generator, as users write it. Both start each step from the same CPU batch.
@@ -192,7 +192,7 @@ def build_convbert_reference(disc_cfg, gen_size: float, device: str):
     return torch.nn.ModuleDict({"gen": gen, "disc": disc}).to(device).train()
 
 
-OURS_STEP = "electra.pretrain.trainer.forward_blocks (SampleRNG per block), metrics, clip, AdamW"
+OURS_STEP = "electra.pretrain.trainer.forward_blocks (SampleRNG, per-block hashed noise), metrics, clip, AdamW"
 
 
 def compile_mode(value: bool | str) -> str:
@@ -254,7 +254,7 @@ def reference_step(model, batch, rng, autocast, device):
 
 
 def ours_step(model, batch, first_index, autocast, device):
-    """The trainer's forward on a CPU batch (``forward_blocks``: ``SampleRNG`` per block)."""
+    """The trainer's forward on a CPU batch (``forward_blocks``: ``SampleRNG``'s per-block noise)."""
     with autocast:
         out = forward_blocks(
             model,

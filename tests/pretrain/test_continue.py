@@ -137,9 +137,7 @@ def reference_first_step(disc_dir: Path, gen_dir: Path, blocks: Path) -> dict[st
         logits = gen(m.input_ids, attention_mask=mask, token_type_ids=types).logits
         logits = logits.reshape(-1, logits.shape[-1])[m.positions]
         mlm = F.cross_entropy(logits, m.labels)
-        rows = m.is_masked.sum(-1).tolist()
-        draws = zip(rng.generators, rows, strict=True)
-        u = torch.cat([torch.rand(n, 1, generator=g) for g, n in draws])
+        u = rng.uniform_rows(m.is_masked.sum(-1), len(m.positions))[:, None]  # the 4th draw
         cdf = logits.softmax(-1).cumsum(-1)  # inverse-CDF sampling, one uniform per position
         sampled = (cdf <= u * cdf[:, -1:]).sum(-1).clamp(max=logits.shape[-1] - 1)
         corrupted = ids.reshape(-1).index_copy(0, m.positions, sampled).reshape(ids.shape)

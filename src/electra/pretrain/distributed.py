@@ -79,3 +79,18 @@ def all_reduce(x: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
     if dist.is_initialized():
         dist.all_reduce(x, op=op)
     return x
+
+
+def gather_int(value: int, device: torch.device) -> list[int]:
+    """``value`` from every rank, in rank order (``[value]`` without a process group).
+
+    What the ranks must agree on before they train together (the checkpoint each
+    one found) is compared with it, so that a disagreement stops every rank with
+    the same message instead of leaving some waiting in a collective.
+    """
+    if not dist.is_initialized():
+        return [value]
+    mine = torch.tensor([value], dtype=torch.int64, device=device)
+    every = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(every, mine)
+    return [int(t.item()) for t in every]

@@ -22,7 +22,8 @@ objectives can be compared in one harness at equal compute.
 
 All randomness of the objective (position choice, mask/keep split, random
 tokens, sampling noise) comes from an injectable ``torch.Generator``, or from a
-:class:`SampleRNG` that seeds one generator per sample. The training loop uses
+:class:`SampleRNG`: a counter-based hash of (sample seed, draw, position), computed
+for the whole batch in a few integer ops. The training loop uses
 the latter, seeded by each block's index in the global data stream: a block
 is then masked and corrupted identically whatever batch, rank or
 accumulation step it lands in, so a 2-process run reproduces a 1-process run
@@ -55,19 +56,51 @@ from electra.model.encoder import (
 from electra.pretrain.config import ObjectiveConfig
 from electra.text.special import SpecialIds
 
+_M64 = (1 << 64) - 1
+
+
+def _i64(x: int) -> int:
+    """A 64-bit pattern as the signed int64 torch stores it."""
+    x &= _M64
+    return x - (1 << 64) if x >> 63 else x
+
+
+_GOLDEN = _i64(0x9E3779B97F4A7C15)  # SplitMix64's increment
+_MIX1, _MIX2 = _i64(0xBF58476D1CE4E5B9), _i64(0x94D049BB133111EB)
+
+
+def _shr(z: Tensor, k: int) -> Tensor:
+    """Logical right shift of int64 bit patterns (torch's ``>>`` is arithmetic)."""
+    return (z >> k) & ((1 << (64 - k)) - 1)
+
+
+def splitmix64(z: Tensor) -> Tensor:
+    """SplitMix64's finaliser over an int64 tensor, bit for bit (products wrap mod 2**64).
+
+    Integer arithmetic only, so every device computes the same bits.
+    """
+    z = (z ^ _shr(z, 30)) * _MIX1
+    z = (z ^ _shr(z, 27)) * _MIX2
+    return z ^ _shr(z, 31)
+
 
 class SampleRNG:
-    """One seeded ``torch.Generator`` per sample of the batch.
+    """Per-sample randomness from a counter-based hash, for the whole batch at once.
 
-    Every draw of the objective is made row by row from the row's own
-    generator, in a fixed order (position keys, mask/keep split, random
-    tokens, sampling noise), so the randomness a sample receives depends only on
-    its seed.
+    Sample ``b`` owns the SplitMix64 stream started at ``splitmix64(seeds[b])``;
+    the number at counter ``k`` is ``splitmix64(start + (k + 1) * golden)``, and
+    each draw of the objective (position keys, mask/keep split, random tokens,
+    sampling noise: always in that order) reads counters ``draw * 2**32 + j`` for
+    column ``j``. A few vectorised integer ops per draw, whatever the batch
+    size (no generator per sample, no kernel per row), and a sample's numbers
+    depend only on its seed, the draw and the column: the same whichever rank,
+    batch or accumulation step it lands in, and on every device (integer
+    arithmetic; uniforms are 24-bit integers times 2**-24, exact in fp32).
 
     ``picks`` optionally gives, per sample, the number of positions the
     objective will mask, computed on the host from the CPU batch with
-    :func:`picks_per_row`; the per-sample noise of the generator's sampling
-    is then sized without reading the count back from the GPU (a host sync).
+    :func:`picks_per_row`, for callers of :meth:`uniform_rows` without the
+    device's counts.
     """
 
     def __init__(
@@ -78,10 +111,12 @@ class SampleRNG:
     ) -> None:
         self.device = torch.device(device)
         self.picks = None if picks is None else [int(n) for n in picks]
-        self.generators = [
-            torch.Generator(device=self.device).manual_seed(int(s) & 0xFFFF_FFFF_FFFF_FFFF)
-            for s in seeds
-        ]
+        host = torch.tensor([_i64(int(s)) for s in seeds], dtype=torch.int64)
+        self.starts = splitmix64(host).to(self.device, non_blocking=True)  # (B,)
+        self.draws = 0
+
+    def __len__(self) -> int:
+        return self.starts.shape[0]
 
     @staticmethod
     def seeds_for(base_seed: int, stream_indices: Sequence[int]) -> list[int]:
@@ -91,6 +126,46 @@ class SampleRNG:
             for i in stream_indices
         ]
 
+    def _bits(self, rows: Tensor, cols: Tensor) -> Tensor:
+        """64 random bits for each (sample ``rows``, column ``cols``) of the next draw."""
+        draw, self.draws = self.draws, self.draws + 1
+        counter = cols + (draw << 32) + 1
+        return splitmix64(self.starts[rows] + counter * _GOLDEN)
+
+    def _grid(self, width: int) -> Tensor:
+        """(B, width) random bits, row b from sample b's stream."""
+        cols = torch.arange(width, device=self.device, dtype=torch.int64)
+        rows = torch.arange(len(self), device=self.device)
+        return self._bits(rows[:, None], cols[None, :])
+
+    def uniform(self, width: int) -> Tensor:
+        """(B, width) fp32 uniforms in [0, 1), multiples of 2**-24."""
+        return _shr(self._grid(width), 40).float() * (2.0**-24)
+
+    def keys(self, width: int) -> Tensor:
+        """(B, width) non-negative int64 sort keys (63 random bits)."""
+        return _shr(self._grid(width), 1)
+
+    def integers(self, high: int, width: int) -> Tensor:
+        """(B, width) ints in [0, high): 53 random bits modulo ``high`` (bias < high / 2**53)."""
+        return _shr(self._grid(width), 11) % high
+
+    def uniform_rows(self, counts: Tensor | None, n: int) -> Tensor:
+        """(n,) fp32 uniforms: ``counts[b]`` consecutive rows from sample b's stream
+        (row k of sample b reads column k). ``output_size`` keeps it free of a sync."""
+        if counts is None:
+            if self.picks is None:
+                raise ValueError("per-sample randomness needs the number of rows per sample")
+            counts = torch.tensor(self.picks, dtype=torch.int64)
+        counts = counts.to(self.device, torch.int64)
+        if counts.shape[0] != len(self):
+            raise ValueError(f"SampleRNG has {len(self)} seeds for {counts.shape[0]} counts")
+        idx = torch.arange(len(self), device=self.device)
+        rows = torch.repeat_interleave(idx, counts, output_size=n)
+        first = torch.cumsum(counts, 0) - counts
+        cols = torch.arange(n, device=self.device) - first[rows]
+        return _shr(self._bits(rows, cols), 40).float() * (2.0**-24)
+
 
 Randomness = Union[torch.Generator, SampleRNG, None]  # noqa: UP007 (runtime alias)
 
@@ -98,41 +173,37 @@ Randomness = Union[torch.Generator, SampleRNG, None]  # noqa: UP007 (runtime ali
 def _uniform(rng: Randomness, shape: tuple[int, int], device: torch.device) -> Tensor:
     if isinstance(rng, SampleRNG):
         _check_rows(rng, shape[0])
-        return torch.stack(
-            [torch.rand(shape[1], generator=g, device=device) for g in rng.generators]
-        )
+        return rng.uniform(shape[1])
+    return torch.rand(shape, generator=rng, device=device)
+
+
+def _sort_keys(rng: Randomness, shape: tuple[int, int], device: torch.device) -> Tensor:
+    """Random sort keys: int64 hash bits with a SampleRNG (no ties in practice), else fp32."""
+    if isinstance(rng, SampleRNG):
+        _check_rows(rng, shape[0])
+        return rng.keys(shape[1])
     return torch.rand(shape, generator=rng, device=device)
 
 
 def _randint(rng: Randomness, high: int, shape: tuple[int, int], device: torch.device) -> Tensor:
     if isinstance(rng, SampleRNG):
         _check_rows(rng, shape[0])
-        return torch.stack(
-            [
-                torch.randint(0, high, (shape[1],), generator=g, device=device)
-                for g in rng.generators
-            ]
-        )
+        return rng.integers(high, shape[1])
     return torch.randint(0, high, shape, generator=rng, device=device)
 
 
 def _uniform_rows(rng: Randomness, counts: Tensor | None, width: int, n: int, device) -> Tensor:
     """(n, width) uniform noise; with a SampleRNG, ``counts[b]`` rows from sample b."""
     if isinstance(rng, SampleRNG):
-        if counts is None:
-            raise ValueError("per-sample randomness needs the number of rows per sample")
-        rows = rng.picks if rng.picks is not None else counts.tolist()  # tolist: a sync
-        parts = [
-            torch.rand(int(c), width, generator=g, device=device)
-            for g, c in zip(rng.generators, rows, strict=True)
-        ]
-        return torch.cat(parts) if parts else torch.empty(0, width, device=device)
+        if width != 1:
+            raise ValueError("per-sample noise is drawn one number per row")
+        return rng.uniform_rows(counts, n)[:, None]
     return torch.rand(n, width, generator=rng, device=device)
 
 
 def _check_rows(rng: SampleRNG, rows: int) -> None:
-    if len(rng.generators) != rows:
-        raise ValueError(f"SampleRNG has {len(rng.generators)} seeds for a batch of {rows}")
+    if len(rng) != rows:
+        raise ValueError(f"SampleRNG has {len(rng)} seeds for a batch of {rows}")
 
 
 def max_predictions_per_seq(mask_prob: float, seq_len: int) -> int:
@@ -168,9 +239,10 @@ def choose_positions(
     n_pick = _n_pick(candidate, mask_prob)
     # Random keys; non-candidates sort last. The k smallest keys are a uniform
     # sample without replacement.
-    keys = _uniform(rng, (B, L), input_ids.device)
-    keys = keys.masked_fill(~candidate, 2.0)
-    order = keys.argsort(dim=-1)
+    keys = _sort_keys(rng, (B, L), input_ids.device)
+    last = torch.iinfo(torch.int64).max if keys.dtype == torch.int64 else 2.0
+    keys = keys.masked_fill(~candidate, last)
+    order = keys.argsort(dim=-1, stable=True)  # ties (none in practice) broken by position
     rank = torch.empty_like(order)
     rank.scatter_(1, order, torch.arange(L, device=input_ids.device).expand(B, L))
     return (rank < n_pick[:, None]) & candidate

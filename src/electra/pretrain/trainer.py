@@ -75,13 +75,20 @@ from electra.model.optim import (
 from electra.pretrain.config import PretrainConfig, resolve_model
 from electra.pretrain.continued import Start, load_start_weights, plan_start
 from electra.pretrain.cooccurrence import WARM_START_FILE, warm_start_embeddings
-from electra.pretrain.distributed import Dist, all_reduce, set_deterministic, setup_distributed
+from electra.pretrain.distributed import (
+    Dist,
+    all_reduce,
+    gather_int,
+    set_deterministic,
+    setup_distributed,
+)
 from electra.pretrain.export import export_run
 from electra.pretrain.flops import paper_train_flops_per_step
 from electra.pretrain.health import HealthProbe, most_frequent_token, verdict
 from electra.pretrain.metrics import MetricsLog, StepWindow, one_line_summary
 from electra.pretrain.objective import ElectraForPretraining, SampleRNG, picks_per_row
 from electra.system import allocator
+from electra.system.errors import RunError
 from electra.system.files import atomic_write_json
 from electra.system.locks import DirectoryLock, DirectoryLocked
 from electra.system.precision import autocast_for, resolve_precision
@@ -103,7 +110,7 @@ def forward_blocks(
     What depends only on the batch (are all blocks full, how many positions each
     row masks) is computed here on the host, so the device is never asked for it
     (no host sync); the blocks go over with non-blocking copies, and each one's
-    randomness comes from its own generator (:class:`SampleRNG`, seeded by the
+    randomness is its own hashed stream (:class:`SampleRNG`, seeded by the
     block's place in the global stream). The training loop calls this for every
     micro-batch, and ``benchmarks/pretrain_throughput.py`` times this very call, so
     the step it measures is the one ``electra pretrain`` runs.
@@ -281,13 +288,15 @@ class Trainer:
         limit = self.cfg.run.max_nonfinite_in_a_row
         self.nonfinite = NonFiniteSteps(limit, self.env.device)
         if not self.resume:
-            if (out / "checkpoints").is_dir() and ckpt.step_dirs(out / "checkpoints"):
+            held = (out / "checkpoints").is_dir() and bool(ckpt.step_dirs(out / "checkpoints"))
+            if self._any_rank(held):
                 raise ConfigError(
                     f"{out} already holds checkpoints; pass --resume to continue it or choose "
                     "another run.output_dir"
                 )
             return 0, 0, None
         found = _find_resume(out)
+        _same_checkpoint_on_every_rank(found, out, self.env.device)
         if found is None:
             if main:
                 print(f"no checkpoint in {out}; starting from scratch", file=sys.stderr)
@@ -890,6 +899,31 @@ def grad_scaler(
 
 def _find_resume(out: Path) -> ckpt.Checkpoint | None:
     return ckpt.latest_valid(out / "checkpoints")
+
+
+def _same_checkpoint_on_every_rank(
+    found: ckpt.Checkpoint | None, out: Path, device: torch.device
+) -> None:
+    """Refuse, on every rank, a resume where the ranks found different checkpoints.
+
+    Every rank loads the checkpoint from its own ``run.output_dir``, but only rank 0
+    writes one; on several machines whose run directories are not one shared file
+    system, the other nodes would find none (or an old one) and train from another
+    state than rank 0's, silently. Under ``--rdzv_backend c10d`` any node may be
+    rank 0 (ranks go in the order the nodes join), so no node's directory is safe to
+    rely on alone.
+    """
+    steps = gather_int(-1 if found is None else found.step, device)
+    if len(set(steps)) == 1:
+        return
+    seen = ", ".join(
+        f"rank {r}: {'no checkpoint' if s < 0 else f'step {s}'}" for r, s in enumerate(steps)
+    )
+    raise RunError(
+        f"{out / 'checkpoints'}: the ranks found different checkpoints to resume ({seen}); "
+        "the run directory must be one directory on a file system every node sees (a shared "
+        "file system), since only rank 0 writes and every rank reads it on --resume"
+    )
 
 
 def _load_optimizer(model: nn.Module, opt: torch.optim.Optimizer, state: dict) -> None:
