@@ -231,7 +231,7 @@ class _Collector:
     def then(self) -> str:
         """What a full disk leaves and what to do (prepare has no resume: the truth)."""
         done = [sh for w in self.writers.values() for sh in w.shards]
-        size = sum(w.shard_bytes for w in self.writers.values()) // 2
+        size = self.writers["train"].shard_bytes
         return (
             f"The {len(done)} shards finished before it are whole (each sha256 is checked "
             f"when written), but prepare does not resume: once space is free, run the same "
