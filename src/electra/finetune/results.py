@@ -196,7 +196,8 @@ def save_replacing(model: nn.Module, target: Path, info: TaskInfo, tok_source: P
         f"The model saved before in {target} (if any) is kept; fine-tuning has no --resume: "
         "once space is free, run the same command again"
     )
-    with reporting_full_disk(f"the fine-tuned model {target.name}", target.parent, needed, then):
+    what = f"the fine-tuned model {target.name}/"
+    with reporting_full_disk(what, target.parent, needed, then):
         if tmp.exists():
             shutil.rmtree(tmp)
         try:
