@@ -38,6 +38,7 @@ from electra.blocks.build import (
 )
 from electra.blocks.format import FORMAT_NAME, FORMAT_VERSION, MANIFEST, SPLITS
 from electra.blocks.options import PrepareCommand
+from electra.blocks.read import verify_blocks
 from electra.blocks.shards import (
     ShardWriter,
     existing_complete,
@@ -474,6 +475,8 @@ def _version() -> str:
 def prepare_cli(cmd: PrepareCommand) -> int:
     """Run ``electra prepare`` (its ``--help`` is :class:`~electra.blocks.options.PrepareCommand`'s docstring)."""
     setup_cli_logging()
+    if cmd.verify:
+        return verify_cli(Path(cmd.verify), cmd.progress)
     t0 = time.time()
     out = prepare(cmd)
     manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
@@ -495,4 +498,21 @@ def prepare_cli(cmd: PrepareCommand) -> int:
             cmd.tokenizer,
             100 * manifest["unk_rate"],
         )
+    return 0
+
+
+def verify_cli(directory: Path, progress: bool) -> int:
+    """``electra prepare --verify DIR``: every shard against ``manifest.json``; 1 if any
+    is bad, each named on stderr."""
+    count, problems = verify_blocks(directory, progress=progress)
+    for problem in problems:
+        print(f"bad: {problem}", file=sys.stderr)
+    if problems:
+        print(
+            f"{directory}: {len(problems)} of {count} shards do not match {MANIFEST}; prepare "
+            "the blocks again (electra prepare ... --overwrite)",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"{directory}: ok, all {count} shards match the sha256 in {MANIFEST}")
     return 0

@@ -15,13 +15,11 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from electra.blocks.format import MANIFEST, SHARD_NAME
+from electra.blocks.format import MANIFEST, NPY_HEADER_BYTES, SHARD_NAME
 from electra.system.files import atomic_write_text, fsync_dir, sha256_file
 from electra.text.tokenizer import (
     TOKENIZER_FILES,
 )
-
-NPY_HEADER_BYTES = 128
 
 
 def _npy_header(shape: tuple[int, ...], dtype: np.dtype) -> bytes:
