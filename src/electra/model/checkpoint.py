@@ -279,13 +279,15 @@ def _load_one(file: Path, read: Any) -> Any:
         raise CheckpointError(f"{file}: {why} ({type(exc).__name__}: {first})") from None
 
 
-def load_latest(root: Path) -> tuple[Checkpoint, tuple[dict, dict, dict]] | None:
+def load_latest(
+    root: Path, report: Any = None
+) -> tuple[Checkpoint, tuple[dict, dict, dict]] | None:
     """The newest checkpoint under ``root`` that verifies and loads, and what it holds.
 
     A broken one (a checksum that differs, a file that cannot be read or is refused)
-    is skipped with a warning naming the file. None when ``root`` holds no checkpoint;
-    a :class:`CheckpointError` listing every one when none of them loads (never a
-    silent fresh start over broken checkpoints).
+    is skipped, named to ``report`` (a function of one line; default a warning). None
+    when ``root`` holds no checkpoint; a :class:`CheckpointError` listing every one
+    when none of them loads (never a silent fresh start over broken checkpoints).
     """
     problems = []
     for found in step_dirs(root):
@@ -293,7 +295,8 @@ def load_latest(root: Path) -> tuple[Checkpoint, tuple[dict, dict, dict]] | None
             return found, load(found.path)
         except CheckpointError as exc:
             problems.append(str(exc))
-            warnings.warn(f"skipping checkpoint: {exc}", stacklevel=2)
+            line = f"skipping checkpoint {found.path.name}: {exc}"
+            report(line) if report is not None else warnings.warn(line, stacklevel=2)
     if problems:
         raise CheckpointError(
             f"{root}: no checkpoint there can be loaded: " + "; ".join(problems) + ". Move "

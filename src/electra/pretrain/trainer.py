@@ -289,7 +289,8 @@ class Trainer:
                     "another run.output_dir"
                 )
             return 0, 0, None
-        latest = ckpt.load_latest(out / "checkpoints")  # a broken one skipped, named
+        report = (lambda line: print(line, file=sys.stderr)) if main else (lambda line: None)
+        latest = ckpt.load_latest(out / "checkpoints", report)  # a broken one skipped, named
         if latest is None:
             if main:
                 print(f"no checkpoint in {out}; starting from scratch", file=sys.stderr)
