@@ -120,3 +120,92 @@ def publish_to_hub_cache(cache: Path, repo_id: str, model_dir: Path, sha: str, *
     for ref in refs:
         (repo / "refs" / ref).write_text(sha, encoding="utf-8")
     return snapshot
+
+
+class FullDisk:
+    """A disk with ``free`` bytes left: a write past them writes what fits, then raises
+    ``OSError(ENOSPC)`` as the kernel would, inside the writer.
+
+    :meth:`install` patches ``open`` in the toolkit's writing modules (every file they
+    write goes through it: shards, ``torch.save`` of a checkpoint, the atomic
+    JSON/text writes) and ``safetensors``' ``save_file`` where it is called (it writes
+    from Rust; the stand-in writes the same bytes through the disk and raises the
+    ``SafetensorError`` safetensors raises, ``os error 28``). ``free_bytes`` reports
+    what is left. ``armed`` False: writes pass, counted nowhere.
+    """
+
+    MODULES = ("electra.model.checkpoint", "electra.blocks.shards", "electra.system.files")
+    SAFETENSORS = ("electra.model.checkpoint", "electra.model.hf")
+
+    def __init__(self, free: int, armed: bool = True) -> None:
+        self.free, self.armed, self.hits = free, armed, 0
+
+    def install(self, monkeypatch: Any) -> FullDisk:
+        import builtins
+        import importlib
+
+        from electra.system import diskspace
+
+        real_open = builtins.open
+
+        def open_(file, mode="r", *args, **kwargs):
+            f = real_open(file, mode, *args, **kwargs)
+            return _Filling(f, self, str(file)) if set(mode) & set("wax+") else f
+
+        for name in self.MODULES:
+            monkeypatch.setattr(importlib.import_module(name), "open", open_, raising=False)
+        for name in self.SAFETENSORS:
+            monkeypatch.setattr(importlib.import_module(name), "save_file", self._save_file)
+        monkeypatch.setattr(diskspace, "free_bytes", lambda path: self.free)
+        return self
+
+    def take(self, n: int, path: str) -> int:
+        """How many of ``n`` bytes fit; raises ENOSPC (after the caller writes them)."""
+        if not self.armed or n <= self.free:
+            self.free -= n if self.armed else 0
+            return n
+        fits, self.free = self.free, 0
+        self.hits += 1
+        return fits
+
+    def _save_file(self, tensors, filename, metadata=None) -> None:
+        from safetensors import SafetensorError
+        from safetensors.torch import save
+
+        data = save(tensors, metadata=metadata)
+        fits = self.take(len(data), str(filename))
+        with open(filename, "wb") as f:
+            f.write(data[:fits])
+        if fits < len(data):
+            raise SafetensorError(
+                "Error while serializing: I/O error: No space left on device (os error 28) "
+                f'at path "{filename}"'
+            )
+
+
+class _Filling:
+    """A file on a :class:`FullDisk`: its writes count against the space left."""
+
+    def __init__(self, f: Any, disk: FullDisk, path: str) -> None:
+        self._f, self._disk, self._path = f, disk, path
+
+    def write(self, data: Any) -> int:
+        import errno
+
+        size = len(memoryview(data).cast("B")) if not isinstance(data, str) else len(data)
+        fits = self._disk.take(size, self._path)
+        if fits < size:
+            self._f.write(
+                data[:fits] if isinstance(data, str) else memoryview(data).cast("B")[:fits]
+            )
+            raise OSError(errno.ENOSPC, "No space left on device", self._path)
+        return self._f.write(data)
+
+    def __enter__(self) -> _Filling:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._f.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._f, name)

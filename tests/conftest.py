@@ -9,6 +9,7 @@ is skipped.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -179,3 +180,22 @@ def tiny_run(blocks: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     Trainer(cfg).fit()
     return run
+
+
+TOY_WORDS = ["red", "green", "blue", "cat", "dog", "fish"]
+
+
+@pytest.fixture(scope="session")
+def toy(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A tiny model over a six-word vocabulary and a 60-row CSV (is the first word a colour?)."""
+    root = tmp_path_factory.mktemp("toy")
+    tok = write_tokenizer_dir(
+        root / "tok", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *TOY_WORDS], True
+    )
+    rng = random.Random(0)
+    rows = ["text,label"]
+    for _ in range(60):
+        words = rng.choices(TOY_WORDS, k=4)
+        rows.append(f"{' '.join(words)},{int(words[0] in TOY_WORDS[:3])}")
+    (root / "train.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return tiny_model(root / "model", tok, 5 + len(TOY_WORDS)), root / "train.csv"

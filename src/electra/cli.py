@@ -65,6 +65,7 @@ from electra.finetune.options import EvaluateArgs, FinetuneArgs
 from electra.inference.options import PredictArgs
 from electra.pretrain.options import ExtendVocabCommand, FlopsCommand, PretrainCommand
 from electra.system.allocator import AllocatorError, reexec_for_speed
+from electra.system.diskspace import full_disk_errno
 from electra.system.errors import RunError
 from electra.text.options import TokenizerCommand
 
@@ -475,6 +476,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except RunError as exc:  # a run that stopped or could not start, saying why
         print(f"electra {name}: error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a full disk in a writer not wrapped (the wrapped ones say more)
+        if full_disk_errno(exc) is None:
+            raise
+        print(
+            f"electra {name}: error: the disk is full ({type(exc).__name__}: {exc}); every "
+            "file is written to a temporary name and renamed, so those written before are "
+            "whole: once space is free, run the command again (`pretrain` with --resume)",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         print(f"electra {name}: interrupted", file=sys.stderr)

@@ -11,12 +11,11 @@ in fine-tuning. NaNs are planted by wrapping the trainer's forward pass.
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
 import torch
-from builders import tiny_config, tiny_model, write_tokenizer_dir
+from builders import tiny_config
 
 from electra.cli import main
 from electra.config import ConfigError
@@ -208,24 +207,6 @@ def test_a_stop_before_any_checkpoint_says_so(
 
 
 # -- fine-tuning ------------------------------------------------------------------------------
-
-WORDS = ["red", "green", "blue", "cat", "dog", "fish"]
-
-
-@pytest.fixture(scope="module")
-def toy(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A tiny model over a six-word vocabulary and a 60-row CSV (is the first word a colour?)."""
-    root = tmp_path_factory.mktemp("toy")
-    tok = write_tokenizer_dir(
-        root / "tok", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS], True
-    )
-    rng = random.Random(0)
-    rows = ["text,label"]
-    for _ in range(60):
-        words = rng.choices(WORDS, k=4)
-        rows.append(f"{' '.join(words)},{int(words[0] in WORDS[:3])}")
-    (root / "train.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    return tiny_model(root / "model", tok, 5 + len(WORDS)), root / "train.csv"
 
 
 def plant_finetune(monkeypatch: pytest.MonkeyPatch, bad) -> None:

@@ -30,3 +30,11 @@ SPLITS = ("train", "validation")
 
 
 SHARD_NAME = re.compile(r"^(train|validation)-\d{5}\.npy$")
+
+
+NPY_HEADER_BYTES = 128  # every shard's .npy header, padded to this size
+
+
+def shard_size_bytes(blocks: int, block_length: int, itemsize: int) -> int:
+    """The exact size on disk of a shard of ``blocks`` blocks (header and rows)."""
+    return NPY_HEADER_BYTES + blocks * block_length * itemsize

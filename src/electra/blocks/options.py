@@ -18,10 +18,19 @@ class PrepareCommand(CorpusOptions):
 
     """
 
-    tokenizer: str = field(
-        metadata={"doc": "Tokenizer directory (or its tokenizer.json / vocab.txt)."}
+    inputs: list[str] = field(
+        default_factory=list,
+        metadata={
+            "doc": "Corpus files, globs or directories (a datasets save_to_disk "
+            "directory is one Arrow dataset).",
+            "positional": True,
+        },
     )
-    output: str = field(metadata={"doc": "Output directory.", "short": "-o"})
+    tokenizer: str = field(
+        default="",
+        metadata={"doc": "Tokenizer directory (or its tokenizer.json / vocab.txt); required."},
+    )
+    output: str = field(default="", metadata={"doc": "Output directory; required.", "short": "-o"})
     max_length: int = field(default=128, metadata={"doc": "Block length in tokens."})
     validation_fraction: float = field(
         default=0.01, metadata={"doc": "Share of documents held out for validation."}
@@ -47,9 +56,26 @@ class PrepareCommand(CorpusOptions):
         default=False, metadata={"doc": "Rebuild even if the output directory is complete."}
     )
     progress: bool = field(default=True, metadata={"doc": "Show a progress bar."})
+    verify: str = field(
+        default="",
+        metadata={
+            "doc": "Only check the prepared directory VERIFY: every shard's sha256 against "
+            "its manifest.json; names each bad file, exit status 1 if any (no INPUTS then)."
+        },
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.verify:
+            if self.inputs or self.tokenizer or self.output:
+                raise ConfigError("--verify DIR checks a prepared directory: give it alone")
+            return
+        missing = [n for n in ("inputs", "tokenizer", "output") if not getattr(self, n)]
+        if missing:
+            flags = {"inputs": "INPUTS", "tokenizer": "--tokenizer", "output": "--output/-o"}
+            raise ConfigError(
+                f"prepare needs {', '.join(flags[n] for n in missing)} (or --verify DIR)"
+            )
         if not 8 <= self.max_length <= 65535:
             raise ConfigError(f"max_length must be in [8, 65535], got {self.max_length}")
         if not 0.0 <= self.validation_fraction < 1.0:

@@ -38,6 +38,7 @@ from electra.blocks.build import (
 )
 from electra.blocks.format import FORMAT_NAME, FORMAT_VERSION, MANIFEST, SPLITS
 from electra.blocks.options import PrepareCommand
+from electra.blocks.read import verify_blocks
 from electra.blocks.shards import (
     ShardWriter,
     existing_complete,
@@ -45,6 +46,7 @@ from electra.blocks.shards import (
     our_files,
     write_manifest,
 )
+from electra.system.diskspace import human_bytes, reporting_full_disk
 from electra.system.locks import LOCK_NAME, DirectoryLock
 from electra.system.log import setup_cli_logging
 from electra.text.corpus import Corpus, CorpusError, source_sha256
@@ -220,6 +222,33 @@ class _Collector:
         self.bar: tqdm | None = None  # made at the first result: no tqdm thread when workers fork
         self.done_bytes = 0
         self.unk_check = UnkCheck(cmd.tokenizer, cmd.max_unk_rate)
+        self.out = plan.out
+
+    def writing(self) -> str:
+        """What was being written when the disk filled, in words."""
+        names = [w.writing for w in self.writers.values() if w.writing]
+        return f"shard {names[0]}" if names else "the last shards"
+
+    def then(self) -> str:
+        """What a full disk leaves and what to do (prepare has no resume: the truth)."""
+        done = [sh for w in self.writers.values() for sh in w.shards]
+        size = self.writers["train"].shard_bytes
+        return (
+            f"The {len(done)} shards finished before it are whole (each sha256 is checked "
+            f"when written), but prepare does not resume: once space is free, run the same "
+            f"command with --overwrite, which builds the blocks again from the start "
+            f"({len(done)} shards of up to {size:,} bytes took {human_bytes(self.written())} "
+            "so far, and their manifest.json is written last)"
+        )
+
+    def written(self) -> int:
+        """Bytes of the shards finished so far."""
+        return sum(
+            (self.out / sh["file"]).stat().st_size
+            for w in self.writers.values()
+            for sh in w.shards
+            if (self.out / sh["file"]).is_file()
+        )
 
     def __call__(self, result: dict[str, Any], position: int) -> None:
         for s in SPLITS:
@@ -290,6 +319,20 @@ def _build(plan: _Plan, cmd: PrepareCommand) -> tuple[dict[str, dict], dict[str,
     collect = _Collector(plan, cmd)
     shas = [s["sha256"] for s in plan.sources]
     chunks = _chunks(plan.corpus, cmd.seed, shas, warn_hangul=plan.settings["strip_accents"])
+    size = collect.writers["train"].shard_bytes
+    with reporting_full_disk(collect.writing, plan.out, size, collect.then):
+        return _build_into(collect, chunks, plan, cmd, (tok_json, params, workers))
+
+
+def _build_into(
+    collect: _Collector,
+    chunks: Iterator[tuple[list[Doc], int]],
+    plan: _Plan,
+    cmd: PrepareCommand,
+    how: tuple[str, BuildParams, int],
+) -> tuple[dict[str, dict], dict[str, list]]:
+    """:func:`_build` once the writers are made: an error drops the shard being written."""
+    tok_json, params, workers = how
     try:
         if workers <= 1:
             build = Builder(tok_json, params)
@@ -373,12 +416,20 @@ def _prepare_locked(plan: _Plan, cmd: PrepareCommand, t0: float) -> Path:
     if _reuse_or_clear(plan.out, plan.fingerprint, cmd.overwrite):
         return plan.out
     plan.out.mkdir(parents=True, exist_ok=True)
-    save_tokenizer_files(plan.tok, plan.out)
+    again = "Once space is free, run the same command with --overwrite"
+    guess = 64 * plan.tok.get_vocab_size()  # vocab.txt and tokenizer.json
+    with reporting_full_disk("the tokenizer files", plan.out, guess, again):
+        save_tokenizer_files(plan.tok, plan.out)
     totals, shards = _build(plan, cmd)
     _check_splits(totals, cmd.validation_fraction)
     splits = {s: {**totals[s], "shards": shards[s]} for s in SPLITS}
-    manifest = _manifest(plan, cmd, splits, t0)
-    write_manifest(plan.out, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    manifest = json.dumps(_manifest(plan, cmd, splits, t0), indent=2, ensure_ascii=False) + "\n"
+    then = (
+        "Every shard is whole, but without the manifest the blocks do not open and prepare "
+        f"does not resume: {again[0].lower()}{again[1:]} (it builds them again)"
+    )
+    with reporting_full_disk(MANIFEST, plan.out, len(manifest.encode()), then):
+        write_manifest(plan.out, manifest)
     return plan.out
 
 
@@ -424,6 +475,8 @@ def _version() -> str:
 def prepare_cli(cmd: PrepareCommand) -> int:
     """Run ``electra prepare`` (its ``--help`` is :class:`~electra.blocks.options.PrepareCommand`'s docstring)."""
     setup_cli_logging()
+    if cmd.verify:
+        return verify_cli(Path(cmd.verify), cmd.progress)
     t0 = time.time()
     out = prepare(cmd)
     manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
@@ -445,4 +498,21 @@ def prepare_cli(cmd: PrepareCommand) -> int:
             cmd.tokenizer,
             100 * manifest["unk_rate"],
         )
+    return 0
+
+
+def verify_cli(directory: Path, progress: bool) -> int:
+    """``electra prepare --verify DIR``: every shard against ``manifest.json``; 1 if any
+    is bad, each named on stderr."""
+    count, problems = verify_blocks(directory, progress=progress)
+    for problem in problems:
+        print(f"bad: {problem}", file=sys.stderr)
+    if problems:
+        print(
+            f"{directory}: {len(problems)} of {count} shards do not match {MANIFEST}; prepare "
+            "the blocks again (electra prepare ... --overwrite)",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"{directory}: ok, all {count} shards match the sha256 in {MANIFEST}")
     return 0

@@ -15,6 +15,7 @@ same blocks per step, and resuming at a saved position continues exactly.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import threading
@@ -26,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
-from electra.blocks.format import FORMAT_NAME, FORMAT_VERSION, MANIFEST
-from electra.system.files import sha256_file
+from electra.blocks.format import FORMAT_NAME, FORMAT_VERSION, MANIFEST, shard_size_bytes
+from electra.system.files import READ_BLOCK, sha256_file
 from electra.text.corpus import CorpusError
 from electra.text.special import SpecialIds
 
@@ -42,29 +44,12 @@ class Blocks:
 
     MAX_OPEN_SHARDS = 256
 
-    def __init__(self, directory: str | os.PathLike[str], split: str = "train") -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str], split: str = "train", check_sizes: bool = True
+    ) -> None:
         self.directory = Path(directory)
+        manifest = read_manifest(self.directory)
         path = self.directory / MANIFEST
-        if not path.is_file():
-            if not self.directory.exists():
-                raise FileNotFoundError(f"{self.directory}: no such directory")
-            raise CorpusError(
-                f"{self.directory}: no {MANIFEST}; not a prepared directory, or an interrupted "
-                "`electra prepare` run (run it again)"
-            )
-        try:
-            manifest = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise CorpusError(f"{path}: unreadable manifest: {exc}") from None
-        if (
-            manifest.get("format") != FORMAT_NAME
-            or manifest.get("format_version") != FORMAT_VERSION
-        ):
-            raise CorpusError(
-                f"{path}: format {manifest.get('format')!r} version "
-                f"{manifest.get('format_version')!r}; this electra reads {FORMAT_NAME!r} version "
-                f"{FORMAT_VERSION}"
-            )
         if split not in manifest["splits"]:
             raise CorpusError(
                 f"{path}: no split {split!r}; choose one of {', '.join(manifest['splits'])}"
@@ -82,13 +67,25 @@ class Blocks:
         self._starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         self._open: dict[int, np.ndarray] = {}
         self._lock = threading.Lock()
-        for shard in self._shards:  # cheap size check of every shard
-            p = self.directory / shard["file"]
-            if not p.is_file():
-                raise CorpusError(f"{p}: shard listed in the manifest is missing")
-            expected = shard["blocks"] * self.block_length * self.dtype.itemsize
-            if p.stat().st_size < expected:
-                raise CorpusError(f"{p}: truncated shard (shorter than {shard['blocks']} blocks)")
+        for shard in self._shards if check_sizes else []:  # cheap: each shard's size
+            problem = self._size_problem(shard)
+            if problem:
+                raise CorpusError(problem)
+
+    def _size_problem(self, shard: dict[str, Any]) -> str | None:
+        """Why ``shard`` cannot be the one the manifest lists, by its size alone (or None)."""
+        p = self.directory / shard["file"]
+        if not p.is_file():
+            return f"{p}: shard listed in the manifest is missing"
+        expected = shard_size_bytes(shard["blocks"], self.block_length, self.dtype.itemsize)
+        size = p.stat().st_size
+        if size != expected:
+            how = "truncated shard" if size < expected else "shard longer than it was written"
+            return (
+                f"{p}: {how} ({size:,} bytes; its {shard['blocks']} blocks in the manifest "
+                f"make {expected:,}); prepare the blocks again"
+            )
+        return None
 
     def __len__(self) -> int:
         return int(self._starts[-1])
@@ -163,6 +160,64 @@ class Blocks:
             p = self.directory / shard["file"]
             if sha256_file(p) != shard["sha256"]:
                 raise CorpusError(f"{p}: sha256 differs from the manifest (corrupt shard)")
+
+
+def read_manifest(directory: Path) -> dict[str, Any]:
+    """The ``manifest.json`` of a prepared directory, its format checked."""
+    path = directory / MANIFEST
+    if not path.is_file():
+        if not directory.exists():
+            raise FileNotFoundError(f"{directory}: no such directory")
+        raise CorpusError(
+            f"{directory}: no {MANIFEST}; not a prepared directory, or an interrupted "
+            "`electra prepare` run (run it again)"
+        )
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CorpusError(f"{path}: unreadable manifest: {exc}") from None
+    if manifest.get("format") != FORMAT_NAME or manifest.get("format_version") != FORMAT_VERSION:
+        raise CorpusError(
+            f"{path}: format {manifest.get('format')!r} version "
+            f"{manifest.get('format_version')!r}; this electra reads {FORMAT_NAME!r} version "
+            f"{FORMAT_VERSION}"
+        )
+    return manifest
+
+
+def verify_blocks(
+    directory: str | os.PathLike[str], progress: bool = False
+) -> tuple[int, list[str]]:
+    """Check every shard of every split against ``manifest.json``: its size, then its
+    sha256 (reads every byte, with a progress bar). (shards checked, one line per bad file)."""
+    directory = Path(directory)
+    splits = read_manifest(directory)["splits"]
+    problems, whole, count = [], [], 0
+    for split in splits:
+        blocks = Blocks(directory, split, check_sizes=False)
+        for shard in blocks._shards:
+            count += 1
+            problem = blocks._size_problem(shard)
+            if problem:
+                problems.append(problem)
+            else:
+                whole.append((directory / shard["file"], shard["sha256"]))
+    total = sum(p.stat().st_size for p, _ in whole)
+    with tqdm(total=total, unit="B", unit_scale=True, desc="verify", disable=not progress) as bar:
+        for p, digest in whole:
+            if _sha256(p, bar) != digest:
+                problems.append(f"{p}: sha256 differs from {MANIFEST} (the bytes changed)")
+    return count, problems
+
+
+def _sha256(path: Path, bar: tqdm) -> str:
+    """Hex sha256 of ``path``, advancing ``bar`` by the bytes read."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(READ_BLOCK):
+            h.update(block)
+            bar.update(len(block))
+    return h.hexdigest()
 
 
 def token_types(input_ids: np.ndarray, sep: int) -> np.ndarray:

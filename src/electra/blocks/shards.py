@@ -15,13 +15,11 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from electra.blocks.format import MANIFEST, SHARD_NAME
+from electra.blocks.format import MANIFEST, NPY_HEADER_BYTES, SHARD_NAME
 from electra.system.files import atomic_write_text, fsync_dir, sha256_file
 from electra.text.tokenizer import (
     TOKENIZER_FILES,
 )
-
-NPY_HEADER_BYTES = 128
 
 
 def _npy_header(shape: tuple[int, ...], dtype: np.dtype) -> bytes:
@@ -54,6 +52,7 @@ class ShardWriter:
         self.shards: list[dict[str, Any]] = []
         self._file: BinaryIO | None = None
         self._rows = 0
+        self.writing: str | None = None  # the shard begun and not finished (kept on an error)
 
     @property
     def _name(self) -> str:
@@ -67,6 +66,7 @@ class ShardWriter:
         start = 0
         while start < len(arr):
             if self._file is None:
+                self.writing = self._name
                 self._file = open(self._tmp, "wb")  # noqa: SIM115 - closed in _finish/abort
                 self._file.write(b"\0" * NPY_HEADER_BYTES)
                 self._rows = 0
@@ -95,7 +95,12 @@ class ShardWriter:
             self._file = None
             raise
         self.shards.append({"file": final.name, "blocks": self._rows, "sha256": sha})
-        self._file = None
+        self._file, self.writing = None, None
+
+    @property
+    def shard_bytes(self) -> int:
+        """The bytes of a full shard on disk."""
+        return NPY_HEADER_BYTES + self.shard_size * self.L * self.dtype.itemsize
 
     def close(self) -> list[dict[str, Any]]:
         if self._file is not None:

@@ -28,6 +28,7 @@ from electra.finetune.modeling import read_task_info, record_max_length
 from electra.model import checkpoint as ckpt
 from electra.model.hub import resolve_model_path
 from electra.pretrain.export import export_run
+from electra.system.diskspace import reporting_full_disk
 
 
 def export_cli(args: ExportArgs) -> int:
@@ -40,19 +41,29 @@ def export_cli(args: ExportArgs) -> int:
         check_model_dir(src, is_model)
         if not args.output:
             raise ValueError("--onnx needs an output directory (-o OUT)")
-        manifest = export_onnx(src, args.output, quantize=args.quantize, opset=args.opset)
+        with reporting_full_disk(f"the ONNX export of {src}", args.output, _size(src), _AGAIN):
+            manifest = export_onnx(src, args.output, quantize=args.quantize, opset=args.opset)
         _print_onnx(Path(args.output), manifest)
         return 0
     if is_model:
         if not args.output:
             raise ValueError(f"{src} is a model directory: give -o OUT (or --onnx)")
-        print(f"model: {copy_model_dir(src, Path(args.output))}")
+        with reporting_full_disk(f"a copy of {src}", args.output, _size(src), _AGAIN):
+            print(f"model: {copy_model_dir(src, Path(args.output))}")
         return 0
     run = ckpt.resolve(src)
     out = Path(args.output) if args.output else run.parent.parent / "hf"
     for name, directory in export_run(run, out).items():
         print(f"{name}: {directory}")
     return 0
+
+
+_AGAIN = "The model directory is unchanged; once space is free, run the same command again"
+
+
+def _size(directory: Path) -> int:
+    """The bytes of a model directory's files (what an export of it needs, near enough)."""
+    return sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
 
 
 def is_model_dir(path: Path) -> bool:

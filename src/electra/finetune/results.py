@@ -25,6 +25,7 @@ from electra.finetune.modeling import save_finetuned
 from electra.finetune.tasks import DataOptions, TaskData, glue_average, resolve_data_dir
 from electra.finetune.training import Prepared, TrainingJob
 from electra.system import provenance
+from electra.system.diskspace import reporting_full_disk
 from electra.system.files import atomic_write_bytes
 
 RESULTS_FORMAT = "electra-finetune-results/1"
@@ -190,9 +191,20 @@ def update_summary(results: dict[str, Any]) -> None:
 def save_replacing(model: nn.Module, target: Path, info: TaskInfo, tok_source: Path) -> None:
     """Save into a fresh sibling directory, then swap it in (no half-written model dir)."""
     tmp = target.parent / f".{target.name}.tmp"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    save_finetuned(model.to("cpu"), tmp, info, tok_source)
+    needed = sum(p.numel() * p.element_size() for p in model.parameters())
+    then = (
+        f"The model saved before in {target} (if any) is kept; fine-tuning has no --resume: "
+        "once space is free, run the same command again"
+    )
+    what = f"the fine-tuned model {target.name}/"
+    with reporting_full_disk(what, target.parent, needed, then):
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        try:
+            save_finetuned(model.to("cpu"), tmp, info, tok_source)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     old = target.parent / f".{target.name}.old"
     if target.exists():
         if old.exists():

@@ -32,6 +32,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from electra.system.diskspace import reporting_full_disk
 from electra.system.files import fsync_dir, fsync_file, sha256_file
 
 
@@ -173,33 +174,66 @@ def save(
     check_finite(final, model_state, train_state)
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-step-{step:08d}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    try:
-        save_file(model_state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        torch.save(train_state, tmp / "train_state.pt")
-        (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        for name in FILES:
-            fsync_file(tmp / name)
-        meta = {
-            "format_version": FORMAT_VERSION,
-            "step": step,
-            "sha256": {name: sha256_file(tmp / name) for name in FILES},
-        }
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        fsync_file(tmp / "meta.json")
-        fsync_dir(tmp)
-        if final.exists():  # re-saving the same step (e.g. end of run after a periodic save)
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        fsync_dir(root)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    needed = state_bytes(model_state) + state_bytes(train_state)
+    kept = "The partial files were removed and the checkpoints already there are intact."
+    with reporting_full_disk(f"checkpoint {final.name}", root, needed, kept):
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+        try:
+            _write_files(tmp, step, model_state, train_state, config)
+            if final.exists():  # re-saving the same step (e.g. end of run after a periodic save)
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+            fsync_dir(root)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     for old in _prunable(step_dirs(root), max(keep_last, 1), scheduled_every):
         shutil.rmtree(old.path, ignore_errors=True)
     return final
+
+
+def _write_files(
+    tmp: Path,
+    step: int,
+    model_state: dict[str, Tensor],
+    train_state: dict[str, Any],
+    config: dict[str, Any],
+) -> None:
+    """The files of a checkpoint, fsynced, into ``tmp``; ``meta.json`` (the checksums) last.
+
+    ``torch.save`` writes through a Python file, so a full disk surfaces as the
+    ``OSError`` it is (through a path, torch's writer reports no errno).
+    """
+    save_file(model_state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    with open(tmp / "train_state.pt", "wb") as f:
+        torch.save(train_state, f)
+    with open(tmp / "config.json", "w", encoding="utf-8") as f:
+        f.write(json.dumps(config, indent=2) + "\n")
+    for name in FILES:
+        fsync_file(tmp / name)
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "step": step,
+        "sha256": {name: sha256_file(tmp / name) for name in FILES},
+    }
+    with open(tmp / "meta.json", "w", encoding="utf-8") as f:
+        f.write(json.dumps(meta, indent=2) + "\n")
+    fsync_file(tmp / "meta.json")
+    fsync_dir(tmp)
+
+
+def state_bytes(tree: Any) -> int:
+    """The bytes of the tensors in ``tree`` (dicts and lists of them): what a checkpoint
+    of it takes on disk, near enough (the estimate a full disk is reported with)."""
+    if isinstance(tree, Tensor):
+        return tree.numel() * tree.element_size()
+    if isinstance(tree, dict):
+        return sum(state_bytes(v) for v in tree.values())
+    if isinstance(tree, list | tuple):
+        return sum(state_bytes(v) for v in tree)
+    return 8 if isinstance(tree, int | float) else 0
 
 
 def _prunable(newest_first: list[Checkpoint], keep_last: int, every: int) -> list[Checkpoint]:
@@ -212,15 +246,63 @@ def _prunable(newest_first: list[Checkpoint], keep_last: int, every: int) -> lis
 
 
 def load(path: Path) -> tuple[dict[str, Tensor], dict[str, Any], dict[str, Any]]:
-    """(model state, train state, config) of a verified checkpoint directory."""
+    """(model state, train state, config) of a verified checkpoint directory.
+
+    ``train_state.pt`` is read with ``torch.load(weights_only=True)``: a pickle that
+    would build anything but tensors and plain containers is refused (no code runs),
+    naming the file. Every error names the file that failed.
+    """
     verify(path)
-    try:
-        model_state = load_file(str(path / "model.safetensors"))
-        train_state = torch.load(path / "train_state.pt", map_location="cpu", weights_only=True)
-        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except Exception as exc:
-        raise CheckpointError(f"{path}: cannot load ({type(exc).__name__}: {exc})") from None
+    model_state = _load_one(path / "model.safetensors", lambda f: load_file(str(f)))
+    train_state = _load_one(
+        path / "train_state.pt",
+        lambda f: torch.load(f, map_location="cpu", weights_only=True),
+    )
+    config = _load_one(path / "config.json", lambda f: json.loads(f.read_text(encoding="utf-8")))
     return model_state, train_state, config
+
+
+def _load_one(file: Path, read: Any) -> Any:
+    """``read(file)``, any failure a :class:`CheckpointError` naming ``file``."""
+    try:
+        return read(file)
+    except Exception as exc:
+        lines = [x.strip() for x in str(exc).splitlines() if x.strip()] or [""]
+        first = next((x for x in lines if "Unsupported global" in x), lines[0])
+        refused = "weights only" in str(exc).lower() or "weights_only" in str(exc)
+        why = (
+            "refused: it holds a pickled object that is not a tensor or a plain value "
+            "(torch.load(weights_only=True) never runs pickled code)"
+            if refused
+            else "cannot load"
+        )
+        raise CheckpointError(f"{file}: {why} ({type(exc).__name__}: {first})") from None
+
+
+def load_latest(
+    root: Path, report: Any = None
+) -> tuple[Checkpoint, tuple[dict, dict, dict]] | None:
+    """The newest checkpoint under ``root`` that verifies and loads, and what it holds.
+
+    A broken one (a checksum that differs, a file that cannot be read or is refused)
+    is skipped, named to ``report`` (a function of one line; default a warning). None
+    when ``root`` holds no checkpoint; a :class:`CheckpointError` listing every one
+    when none of them loads (never a silent fresh start over broken checkpoints).
+    """
+    problems = []
+    for found in step_dirs(root):
+        try:
+            return found, load(found.path)
+        except CheckpointError as exc:
+            problems.append(str(exc))
+            line = f"skipping checkpoint {found.path.name}: {exc}"
+            report(line) if report is not None else warnings.warn(line, stacklevel=2)
+    if problems:
+        raise CheckpointError(
+            f"{root}: no checkpoint there can be loaded: " + "; ".join(problems) + ". Move "
+            "them away to start again from step 0"
+        )
+    return None
 
 
 def resolve(path: str | os.PathLike[str]) -> Path:

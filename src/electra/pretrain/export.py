@@ -22,6 +22,7 @@ from electra.pretrain.config import (
 )
 from electra.pretrain.modelcard import card_facts, write_model_card
 from electra.pretrain.objective import ElectraForPretraining
+from electra.system.diskspace import reporting_full_disk
 from electra.text.special import SpecialIds
 
 
@@ -67,13 +68,19 @@ def export_run(
         summary = _run_summary(path.parent.parent, step)
     facts = card_facts(config, step, summary)
     done = {}
-    if model.discriminator is not None:
-        done["discriminator"] = export_discriminator(
-            model.discriminator, out / "discriminator", tok_dir
-        )
-    done["generator"] = export_generator(model.generator, out / "generator", tok_dir)
-    for kind, directory in done.items():
-        write_model_card(directory, kind, facts)
+    then = (
+        f"The checkpoint {path} is kept; once space is free, `electra export {path} -o {out}` "
+        "writes the export again"
+    )
+    needed = sum(p.numel() * p.element_size() for p in model.parameters())
+    with reporting_full_disk(f"the Hugging Face export of {path.name}", out, needed, then):
+        if model.discriminator is not None:
+            done["discriminator"] = export_discriminator(
+                model.discriminator, out / "discriminator", tok_dir
+            )
+        done["generator"] = export_generator(model.generator, out / "generator", tok_dir)
+        for kind, directory in done.items():
+            write_model_card(directory, kind, facts)
     return done
 
 

@@ -88,6 +88,7 @@ from electra.pretrain.health import HealthProbe, most_frequent_token, verdict
 from electra.pretrain.metrics import MetricsLog, StepWindow, one_line_summary
 from electra.pretrain.objective import ElectraForPretraining, SampleRNG, picks_per_row
 from electra.system import allocator
+from electra.system.diskspace import DiskFullError
 from electra.system.errors import RunError
 from electra.system.files import atomic_write_json
 from electra.system.locks import DirectoryLock, DirectoryLocked
@@ -295,13 +296,14 @@ class Trainer:
                     "another run.output_dir"
                 )
             return 0, 0, None
-        found = _find_resume(out)
-        _same_checkpoint_on_every_rank(found, out, self.env.device)
-        if found is None:
+        report = (lambda line: print(line, file=sys.stderr)) if main else (lambda line: None)
+        latest = ckpt.load_latest(out / "checkpoints", report)  # a broken one skipped, named
+        _same_checkpoint_on_every_rank(latest and latest[0], out, self.env.device)
+        if latest is None:
             if main:
                 print(f"no checkpoint in {out}; starting from scratch", file=sys.stderr)
             return 0, 0, None
-        model_state, state, _ = ckpt.load(found.path)
+        found, (model_state, state, _) = latest
         ckpt.load_model_state(model, model_state, str(found.path / "model.safetensors"))
         step, position = int(state["step"]), int(state["position"])
         self.nonfinite = NonFiniteSteps(limit, self.env.device, int(state.get("skipped_steps", 0)))
@@ -620,7 +622,7 @@ class Trainer:
         """Checkpoint ``step`` (rank 0 writes); a state with a NaN or an infinity is refused
         on every rank with :class:`NonFiniteError`, and the checkpoints on disk are kept."""
         model_state, opt_state = self._state_dicts()  # collective under FSDP
-        path, refused = None, None
+        path, refused, full = None, None, None
         if self.env.main:
             train_state = {
                 "step": step,
@@ -646,8 +648,18 @@ class Trainer:
                 )
             except ckpt.NonFiniteStateError as exc:
                 refused = str(exc)
-        if self._any_rank(refused is not None):  # also the barrier: rank 0 has written
-            refused = refused or f"rank 0 refused to write the checkpoint of step {step}"
+            except DiskFullError as exc:
+                full = exc
+        if self._any_rank(refused is not None or full is not None):  # also the barrier
+            if full is not None:
+                raise DiskFullError(
+                    f"{full} Nothing else was lost: {self._last_good()} once space is free "
+                    "(it repeats the steps since, exactly)",
+                    full.errno,
+                    full.filename,
+                ) from full
+            if refused is None:  # another rank: rank 0 writes, and says why it could not
+                raise RunError(f"step {step}: rank 0 could not write the checkpoint")
             raise NonFiniteError(f"step {step}: {refused}; {self._last_good()}")
         return path
 
