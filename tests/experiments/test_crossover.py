@@ -31,7 +31,9 @@ def test_rtd_passing_mlm_is_said_with_its_budget_and_scores() -> None:
 def test_no_crossover_says_so_and_how_the_gap_moved() -> None:
     r = result([0.760, 0.777, 0.787], [0.779, 0.792, 0.791])
     text = crossover(paired_budgets(r["points"]), "nsmc")
-    assert text.startswith("RTD does not pass MLM up to 4.2e+14 FLOPs (largest budget)")
+    assert text.startswith(
+        "RTD does not pass MLM up to 4.2e+14 FLOPs, the largest budget (78.7 vs 79.1)"
+    )
     assert "(78.7 vs 79.1)" in text and "the gap shrinks from 1.9 to 0.4 points" in text
     r = result([0.760, 0.770], [0.770, 0.790])
     assert "the gap does not shrink from 1.0 to 2.0" in crossover(
@@ -78,11 +80,12 @@ def test_every_task_gets_a_sentence_with_its_floors() -> None:
     nsmc = next(line for line in lines if line.startswith("- **nsmc**"))
     assert "RTD passes MLM at 4.2e+14 FLOPs (80.5 vs 79.0)" in nsmc
     # TF-IDF is 80.0: RTD above it, MLM below; both above the random start and majority
-    assert "RTD beats every floor" in nsmc and "MLM is below TF-IDF" in nsmc
-    assert "the random start, TF-IDF, the majority class" in nsmc
-    low = summary_sentences(result([0.74], [0.60]))[0]
-    assert "RTD is below the random start and TF-IDF" in low
-    assert "MLM is below the random start and TF-IDF" in low
+    assert "(the random start, TF-IDF, the majority class) at 4.2e+14:" in nsmc
+    assert "RTD is above every floor" in nsmc
+    assert "MLM is above the random start, the majority class but not TF-IDF" in nsmc
+    low = summary_sentences(result([0.74], [0.40]))[0]
+    assert "RTD is above the majority class but not the random start or TF-IDF" in low
+    assert "MLM is below every floor" in low
 
 
 def test_passes_are_printed_and_repetition_warned_beyond_four() -> None:
@@ -91,6 +94,11 @@ def test_passes_are_printed_and_repetition_warned_beyond_four() -> None:
     many = passes_clause(result([0.77, 0.78], [0.78, 0.79], passes=15.0))
     assert many is not None and "repetition may cap both arms" in many
     assert many in summary_sentences(result([0.77, 0.78], [0.78, 0.79], passes=15.0))[-1]
+    sized = result([0.77], [0.78])
+    sized["corpus"] = {"train_tokens": 3_300_000, "train_blocks": 26_000}
+    assert passes_clause(sized).startswith(
+        "Passes over the pre-training blocks (3,300,000 training"
+    )
     r = result([0.77], [0.78])
     for p in r["points"]:
         p.pop("passes", None)

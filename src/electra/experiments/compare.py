@@ -17,11 +17,18 @@ The paper's central claim, checked on the user's own data and machine:
    and task, with the floors of each task on the same split: TF-IDF +
    logistic regression and the majority class, and for a sentence-pair task
    the TF-IDF pair-feature floor beside the joined-pair one, see
-   ``electra.finetune.baselines``) and ``compare.png`` (downstream score
-   against pre-training FLOPs, floors as dashed lines), plus ``compare.json``
-   with every number.
+   ``electra.finetune.baselines``), then the result in words (where RTD passes
+   MLM on each task, against the seeds' spread, the floors and the passes over
+   the data: ``electra.experiments.crossover``), and ``compare.png``
+   (downstream score against pre-training FLOPs on a log axis, one line per arm,
+   the untrained starts and the floors as horizontal lines), plus
+   ``compare.json`` with every number.
 
-Stages are reused when re-run with the same options.
+Stages are reused when re-run with the same options; an arm stopped by SIGTERM,
+Ctrl-C or ``run.max_minutes`` resumes exactly from its checkpoint. A larger
+budget trains anew: the learning rate decays to zero at the budget's last step,
+so an arm trained to B is not the start of one trained to 2B (doubling budgets
+come from one run to the largest, ``--points``).
 
 Its ``--help`` builds the ``--SECTION.FIELD`` flags from the pre-training config, which
 loads PyTorch anyway, so the module imports what it uses at the top (only matplotlib,

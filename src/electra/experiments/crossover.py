@@ -39,7 +39,7 @@ def paired_budgets(points: list[dict[str, Any]]) -> list[tuple[dict, dict]]:
 
 
 def _flops(pair: tuple[dict, dict]) -> str:
-    return f"{max(p['flops'] for p in pair):.2g}"
+    return f"{max(p['flops'] for p in pair):.3g}"
 
 
 def _median(p: dict[str, Any], task: str | None) -> float:
@@ -76,9 +76,9 @@ def crossover(pairs: list[tuple[dict, dict]], task: str | None) -> str:
     )
     if ahead:
         level = "is level with" if gaps[-1] == 0 else "trails"
-        return f"{head}{level} MLM at {_flops(last)} FLOPs (largest budget) {scores}"
+        return f"{head}{level} MLM at {_flops(last)} FLOPs, the largest budget {scores}"
     return (
-        f"{head}{_flops(last)} FLOPs (largest budget) {scores}; the gap {trend} from "
+        f"{head}{_flops(last)} FLOPs, the largest budget {scores}; the gap {trend} from "
         f"{0.0 - gaps[0]:.1f} to {0.0 - gaps[-1]:.1f} points"  # MLM's lead (never "-0.0")
     )
 
@@ -112,12 +112,17 @@ def floors_clause(result: dict[str, Any], pair: tuple[dict, dict], task: str) ->
         return "no floors to compare with"
     parts = []
     for arm, p in zip(("RTD", "MLM"), pair, strict=True):
-        below = [name for name, v in floors if p["scores"][task]["median"] <= v]
-        parts.append(
-            f"{arm} is below {' and '.join(below)}" if below else f"{arm} beats every floor"
-        )
+        mine = p["scores"][task]["median"]
+        above = [name for name, v in floors if mine > v]
+        below = [name for name, v in floors if mine <= v]
+        if not below:
+            parts.append(f"{arm} is above every floor")
+        elif not above:
+            parts.append(f"{arm} is below every floor")
+        else:
+            parts.append(f"{arm} is above {', '.join(above)} but not {' or '.join(below)}")
     names = ", ".join(name for name, _ in floors)
-    return f"at {_flops(pair)}, {'; '.join(parts)} ({names})"
+    return f"against the floors ({names}) at {_flops(pair)}: {'; '.join(parts)}"
 
 
 def passes_clause(result: dict[str, Any]) -> str | None:
@@ -127,7 +132,9 @@ def passes_clause(result: dict[str, Any]) -> str | None:
     if not pairs or any("passes" not in p for pair in pairs for p in pair):
         return None
     each = ", ".join(f"{max(p['passes'] for p in pair):.2g} at {_flops(pair)}" for pair in pairs)
-    text = f"Passes over the pre-training blocks: {each} FLOPs"
+    corpus = (result.get("corpus") or {}).get("train_tokens")
+    size = f" ({corpus:,} training tokens)" if corpus else ""
+    text = f"Passes over the pre-training blocks{size}: {each} FLOPs"
     most = max(p["passes"] for pair in pairs for p in pair)
     if most > REPETITION_PASSES:
         text += f"; more than {REPETITION_PASSES:g} passes: repetition may cap both arms"
