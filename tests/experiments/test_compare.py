@@ -502,3 +502,24 @@ def test_the_table_has_passes_and_says_where_rtd_passes_mlm() -> None:
     assert "| TF-IDF floor | – | – | – | 80.0 | 80.0 |" in table
     assert "RTD passes MLM at 4.2e+14 FLOPs (80.5 vs 79.0) and stays ahead" in table
     assert "repetition may cap both arms" in table
+
+
+def test_a_larger_budget_trains_anew_and_names_the_run_it_does_not_continue(
+    blocks: Path, finished_arms: tuple
+) -> None:
+    """The learning rate decays to zero at a budget's end: an arm at 2B is not a
+    continuation of the arm at B. compare keys it apart and names the other run."""
+    import dataclasses
+
+    from electra.experiments.compare import other_budgets
+
+    cmd, out, _ = finished_arms
+    larger = dataclasses.replace(cmd, budget_flops=2 * cmd.budget_flops)
+    assert arm_run_dir(larger, "rtd", blocks, out) != arm_run_dir(cmd, "rtd", blocks, out)
+    found = other_budgets(larger, "rtd", blocks, out)
+    assert [(f["run"], f["budget_flops"], f["points"]) for f in found] == [
+        (arm_run_dir(cmd, "rtd", blocks, out).name, cmd.budget_flops, cmd.points)
+    ]
+    assert other_budgets(cmd, "rtd", blocks, out) == []  # not itself
+    other_recipe = dataclasses.replace(larger, set=[*cmd.set, "optim.learning_rate=1e-4"])
+    assert other_budgets(other_recipe, "rtd", blocks, out) == []  # another recipe: not named

@@ -171,6 +171,15 @@ def corpus_size(blocks: Path) -> dict[str, int]:
     return {"train_tokens": int(train["tokens"]), "train_blocks": int(train["blocks"])}
 
 
+def _arm_key(cmd: CompareCommand, arm: str, blocks: Path) -> list[Any]:
+    """What keys an arm's run, but its budget and points: its recipe and blocks."""
+    recipe = load_config(cmd.config, [*recipe_overrides(cmd), f"objective.objective='{arm}'"])
+    recipe.data.blocks = str(blocks)
+    clock = load_config(cmd.config).run  # the config's own: runs keyed before keep their names
+    recipe.run.max_minutes, recipe.run.save_every_minutes = 0.0, clock.save_every_minutes
+    return [dataclasses.asdict(recipe), blocks_id(blocks)]
+
+
 def arm_run_dir(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> Path:
     """``OUT/ARM-XXXXXXXX``, keyed by the arm's recipe, blocks (content), budget and points.
 
@@ -179,13 +188,29 @@ def arm_run_dir(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> Path:
     and how often it saves by the clock change no weight, so they key nothing: an arm
     stopped by a time limit resumes without it.
     """
-    recipe = load_config(cmd.config, [*recipe_overrides(cmd), f"objective.objective='{arm}'"])
-    recipe.data.blocks = str(blocks)
-    clock = load_config(cmd.config).run  # the config's own: runs keyed before keep their names
-    recipe.run.max_minutes, recipe.run.save_every_minutes = 0.0, clock.save_every_minutes
-    key = [dataclasses.asdict(recipe), cmd.budget_flops, cmd.points, blocks_id(blocks)]
+    recipe, blocks_key = _arm_key(cmd, arm, blocks)
+    key = [recipe, cmd.budget_flops, cmd.points, blocks_key]
     key.append({"warmup_share": WARMUP_SHARE})  # runs from before the cap are not resumed
     return out / f"{arm}-{_fingerprint(key)}"
+
+
+ARM_FILE = "compare_arm.json"  # in an arm's run directory: its recipe key, budget and points
+
+
+def other_budgets(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> list[dict]:
+    """The runs in ``out`` of this arm's recipe and blocks at another budget or points.
+
+    None of them is continued (the learning rate decays to zero at a budget's last step,
+    so an arm trained to B is not the start of one trained to 2B); compare names them
+    before training anew, so a user who meant to reuse one knows why it is not.
+    """
+    key, here = _fingerprint(_arm_key(cmd, arm, blocks)), arm_run_dir(cmd, arm, blocks, out)
+    found = []
+    for f in sorted(out.glob(f"{arm}-*/{ARM_FILE}")):
+        record = json.loads(f.read_text())
+        if f.parent != here and record.get("recipe") == key:
+            found.append({**record, "run": f.parent.name})
+    return found
 
 
 def pretrain_arm(
@@ -214,6 +239,7 @@ def pretrain_arm(
     summary_path = run / "summary.json"
     done = summary_path.is_file() and json.loads(summary_path.read_text()).get("step") == steps
     if not done:
+        _note_other_budgets(cmd, arm, blocks, out, run, steps)
         _log(
             f"pre-training {arm}: {steps} steps of {flops_step:.3g} FLOPs = {steps * flops_step:.3g}"
         )
@@ -224,6 +250,24 @@ def pretrain_arm(
     for r in records:  # each block seen once per pass (run.seed orders them)
         r["passes"] = r["steps"] * probe.optim.batch_size / train_blocks
     return records, flops_step
+
+
+def _note_other_budgets(
+    cmd: CompareCommand, arm: str, blocks: Path, out: Path, run: Path, steps: int
+) -> None:
+    """Record this run's budget (:data:`ARM_FILE`); say which runs of the same recipe at
+    other budgets are not continued, and why (:func:`other_budgets`)."""
+    for other in other_budgets(cmd, arm, blocks, out):
+        _log(
+            f"{arm}: {other['run']} has this recipe at --budget-flops {other['budget_flops']:.3g} "
+            f"--points {other['points']}; not continued (its learning rate decays to zero at "
+            "its own budget): for several budgets, run once to the largest with --points"
+        )
+    run.mkdir(parents=True, exist_ok=True)
+    record = {"recipe": _fingerprint(_arm_key(cmd, arm, blocks)), "steps": steps}
+    atomic_write_json(
+        run / ARM_FILE, {**record, "budget_flops": cmd.budget_flops, "points": cmd.points}
+    )
 
 
 def _check_charged(summary: dict[str, Any], arm: str, flops_step: float, run: Path) -> None:
