@@ -209,3 +209,37 @@ class _Filling:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._f, name)
+
+
+def _seed_score(median: float, lo: float | None = None, hi: float | None = None) -> dict[str, Any]:
+    lo = median - 0.005 if lo is None else lo
+    hi = median + 0.005 if hi is None else hi
+    return {"metric": "accuracy", "median": median, "min": lo, "max": hi, "std": 0.004, "n": 3}
+
+
+def compare_result(rtd: list[float], mlm: list[float], budget: float = 4.2e14, **kw: Any) -> dict:
+    """A synthetic ``compare.json`` result: RTD and MLM medians on ``nsmc`` at budgets
+    doubling up to ``budget``, the random start at 0.75, TF-IDF 0.80, majority 0.50.
+
+    ``passes`` (those at the largest budget), ``rtd_score`` / ``mlm_score`` (a median's
+    score dict) and ``tasks`` (each scored alike; default ``["nsmc"]``) may be given."""
+    tasks = kw.get("tasks", ["nsmc"])
+    n = len(rtd)
+    flops = [budget / 2 ** (n - 1 - i) for i in range(n)]
+    points = [
+        {"arm": "none", "flops": 0.0, "steps": 0, "scores": {t: _seed_score(0.75) for t in tasks}}
+    ]
+    for arm, medians, per_step in (("rtd", rtd, 1.3e11), ("mlm", mlm, 0.9e11)):
+        for f, m in zip(flops, medians, strict=True):
+            steps = int(f // per_step)
+            points.append(
+                {
+                    "arm": arm,
+                    "flops": steps * per_step,
+                    "steps": steps,
+                    "passes": kw.get("passes", 1.0) * f / budget,
+                    "scores": {t: kw.get(f"{arm}_score", _seed_score)(m) for t in tasks},
+                }
+            )
+    floors = {t: {"tfidf": 0.80, "constant": 0.50, "constant_name": "majority"} for t in tasks}
+    return {"points": points, "floors": floors, "command": {"seeds": [1, 2, 3]}}

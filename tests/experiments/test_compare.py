@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from electra.config import ConfigError
 from electra.experiments.compare import arm_run_dir, compare
 from electra.experiments.options import CompareCommand
 
@@ -97,6 +98,14 @@ def test_arm_runs_are_keyed_by_their_recipe(blocks: Path, tmp_path: Path) -> Non
         ),
     ]
     others = {arm_run_dir(c, "rtd", blocks, tmp_path) for c in changed}
+    # A time limit changes no weight: the arm it stopped resumes without it.
+    clock = ["run.max_minutes=5.0", "run.save_every_minutes=1.0"]
+    assert (
+        arm_run_dir(
+            CompareCommand(config="tiny", budget_flops=1e10, set=clock), "rtd", blocks, tmp_path
+        )
+        == run
+    )
     assert run not in others and len(others) == len(changed)
     assert arm_run_dir(base, "mlm", blocks, tmp_path).name.startswith("mlm-")
 
@@ -331,3 +340,186 @@ def test_sigterm_stops_the_fine_tuning_workers_too(tmp_path: Path) -> None:
     while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(_alive(pid) for pid in workers)
+
+
+# -- stop and resume an arm for real; one FLOPs counter for every arm ------------------------
+
+
+def _arm_command(out: Path) -> CompareCommand:
+    """A tiny arm of three marks (a few seconds), every step logged."""
+    return CompareCommand(
+        output=str(out),
+        config="tiny",
+        budget_flops=1.2e10,
+        points=3,
+        set=["run.eval_every=0", "run.tensorboard=false", "run.log_every=1", "run.device='cpu'"],
+        progress=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def finished_arms(blocks: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    """Every arm compare trains, each run once to the tiny budget without a stop."""
+    from electra.experiments.compare import ARMS, pretrain_arm
+
+    out = tmp_path_factory.mktemp("arms")
+    cmd = _arm_command(out)
+    return cmd, out, {arm: pretrain_arm(cmd, arm, blocks, out) for arm in ARMS}
+
+
+def _weights(path: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(path / "model.safetensors"))
+
+
+def _sigterm_at(monkeypatch: pytest.MonkeyPatch, at: int) -> None:
+    """Deliver a real SIGTERM to this process while the Trainer takes step ``at``: the
+    Trainer's own handler takes it, exactly as a `kill` from outside."""
+    import os
+    import signal
+
+    from electra.pretrain.trainer import Trainer
+
+    real = Trainer._train_step
+
+    def stepping(self, step: int, scaler):  # noqa: ANN001
+        if step == at:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(self, step, scaler)
+
+    monkeypatch.setattr(Trainer, "_train_step", stepping)
+
+
+@pytest.mark.parametrize("arm", ["rtd", "mlm"])
+def test_a_stopped_arm_resumes_to_the_same_weights_and_a_finished_one_is_reused(
+    arm: str, blocks: Path, finished_arms: tuple, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM between two marks stops compare; the same call again resumes the arm and
+    ends with the uninterrupted arm's weights, bit for bit, at every mark; a third call
+    reuses the finished arm without building a Trainer or touching a file."""
+    import electra.experiments.compare as compare_module
+    from electra.experiments.compare import pretrain_arm
+
+    _, _, arms = finished_arms
+    want, _ = arms[arm]
+    marks = [r["steps"] for r in want]
+    at = (marks[0] + marks[1]) // 2  # past the first mark, before the second
+    cmd = _arm_command(tmp_path)
+    with monkeypatch.context() as m:
+        _sigterm_at(m, at)
+        with pytest.raises(SystemExit, match=f"{arm} was interrupted at step {at + 1}"):
+            pretrain_arm(cmd, arm, blocks, tmp_path)
+    run = arm_run_dir(cmd, arm, blocks, tmp_path)
+    summary = json.loads((run / "summary.json").read_text())
+    assert (summary["stopped"], summary["step"]) == ("signal", at + 1)
+    assert not (run / "hf").exists()  # no mark is exported before the arm is whole
+    got, _ = pretrain_arm(cmd, arm, blocks, tmp_path)  # the same call: resumes
+    assert [r["steps"] for r in got] == marks
+    assert [(r["flops"], r["passes"]) for r in got] == [(r["flops"], r["passes"]) for r in want]
+    for mine, ref in zip(got, want, strict=True):
+        a, b = _weights(Path(mine["model"])), _weights(Path(ref["model"]))
+        assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a), mine["steps"]
+    steps = [json.loads(ln)["step"] for ln in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps[-1] == marks[-1] and len(set(steps)) == marks[-1]  # no step trained twice
+
+    class NoTraining:
+        def __init__(self, *a, **k) -> None:
+            raise AssertionError("a finished arm was trained again")
+
+    files = {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
+    monkeypatch.setattr(compare_module, "Trainer", NoTraining)
+    again, _ = pretrain_arm(cmd, arm, blocks, tmp_path)
+    assert again == got
+    assert {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()} == files
+
+
+def test_every_arm_is_charged_the_budget_by_the_one_counter(
+    blocks: Path, finished_arms: tuple, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """For each arm, the steps compare buys, the FLOPs of its marks and the Trainer's own
+    count (``summary.json``, ``metrics.jsonl``) are one count, within one step of the budget."""
+    import electra.experiments.compare as compare_module
+    from electra.experiments.compare import ARMS, pretrain_arm
+    from electra.pretrain.flops import paper_train_flops_per_step
+
+    cmd, out, arms = finished_arms
+    assert set(arms) == set(ARMS) == {"rtd", "mlm"}
+    for arm, (records, per_step) in arms.items():
+        steps = records[-1]["steps"]
+        assert steps * per_step <= cmd.budget_flops < (steps + 1) * per_step, arm
+        assert all(r["flops"] == r["steps"] * per_step for r in records)
+        run = arm_run_dir(cmd, arm, blocks, out)
+        assert json.loads((run / "summary.json").read_text())["train_flops"] == steps * per_step
+        logged = [json.loads(ln) for ln in (run / "metrics.jsonl").read_text().splitlines()]
+        marks = {r["steps"]: r["flops"] for r in records}
+        assert all(
+            rec["train_flops"] == marks[rec["step"]] for rec in logged if rec["step"] in marks
+        )
+    assert arms["mlm"][1] < arms["rtd"][1]  # RTD pays for its generator
+    # A per-step count other than the Trainer's is refused, not reported as equal compute.
+    monkeypatch.setattr(
+        compare_module,
+        "paper_train_flops_per_step",
+        lambda *a, **k: 1.01 * paper_train_flops_per_step(*a, **k),
+    )
+    with pytest.raises(ConfigError, match="the counts differ"):
+        pretrain_arm(cmd, "rtd", blocks, out)
+
+
+def test_the_plot_draws_each_arm_against_log_flops_with_the_floors(tmp_path: Path) -> None:
+    from builders import compare_result
+
+    from electra.experiments.compare import figure, plot
+
+    result = compare_result([0.77, 0.79], [0.78, 0.785], tasks=["nsmc", "sst2"])
+    result["points"].insert(1, {**result["points"][0], "arm": "ppmi table only"})
+    fig = figure(result)
+    assert len(fig.axes) == 2
+    for ax in fig.axes:
+        assert ax.get_xscale() == "log"
+        _, labels = ax.get_legend_handles_labels()
+        assert labels.count("ELECTRA (RTD)") == labels.count("BERT (MLM)") == 1
+        assert {"random start (none)", "ppmi table only", "TF-IDF floor", "majority"} <= set(labels)
+        floor_ys = {ln.get_ydata()[0] for ln in ax.get_lines() if ln.get_linestyle() == "--"}
+        assert floor_ys == {80.0, 50.0}  # the TF-IDF and majority floors, horizontal
+    rtd = next(c for c in fig.axes[0].containers if c.get_label() == "ELECTRA (RTD)")
+    assert list(rtd.lines[0].get_ydata()) == [77.0, 79.0]  # medians; the 0-FLOPs start not on it
+    plot(result, tmp_path / "compare.png")
+    assert (tmp_path / "compare.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_table_has_passes_and_says_where_rtd_passes_mlm() -> None:
+    from builders import compare_result
+
+    from electra.experiments.compare import markdown_table
+
+    table = markdown_table(compare_result([0.770, 0.805], [0.780, 0.790], passes=6.0))
+    assert "| arm | pre-training FLOPs | steps | passes | nsmc | mean |" in table
+    rtd_last = [ln for ln in table.splitlines() if ln.startswith("| rtd |")][-1]
+    assert "| 6 | 80.5 ± 0.4 |" in rtd_last
+    assert "| none | 0 | 0 | – | 75.0 ± 0.4 |" in table
+    assert "| TF-IDF floor | – | – | – | 80.0 | 80.0 |" in table
+    assert "RTD passes MLM at 4.2e+14 FLOPs (80.5 vs 79.0) and stays ahead" in table
+    assert "repetition may cap both arms" in table
+
+
+def test_a_larger_budget_trains_anew_and_names_the_run_it_does_not_continue(
+    blocks: Path, finished_arms: tuple
+) -> None:
+    """The learning rate decays to zero at a budget's end: an arm at 2B is not a
+    continuation of the arm at B. compare keys it apart and names the other run."""
+    import dataclasses
+
+    from electra.experiments.compare import other_budgets
+
+    cmd, out, _ = finished_arms
+    larger = dataclasses.replace(cmd, budget_flops=2 * cmd.budget_flops)
+    assert arm_run_dir(larger, "rtd", blocks, out) != arm_run_dir(cmd, "rtd", blocks, out)
+    found = other_budgets(larger, "rtd", blocks, out)
+    assert [(f["run"], f["budget_flops"], f["points"]) for f in found] == [
+        (arm_run_dir(cmd, "rtd", blocks, out).name, cmd.budget_flops, cmd.points)
+    ]
+    assert other_budgets(cmd, "rtd", blocks, out) == []  # not itself
+    other_recipe = dataclasses.replace(larger, set=[*cmd.set, "optim.learning_rate=1e-4"])
+    assert other_budgets(other_recipe, "rtd", blocks, out) == []  # another recipe: not named

@@ -17,11 +17,18 @@ The paper's central claim, checked on the user's own data and machine:
    and task, with the floors of each task on the same split: TF-IDF +
    logistic regression and the majority class, and for a sentence-pair task
    the TF-IDF pair-feature floor beside the joined-pair one, see
-   ``electra.finetune.baselines``) and ``compare.png`` (downstream score
-   against pre-training FLOPs, floors as dashed lines), plus ``compare.json``
-   with every number.
+   ``electra.finetune.baselines``), then the result in words (where RTD passes
+   MLM on each task, against the seeds' spread, the floors and the passes over
+   the data: ``electra.experiments.crossover``), and ``compare.png``
+   (downstream score against pre-training FLOPs on a log axis, one line per arm,
+   the untrained starts and the floors as horizontal lines), plus
+   ``compare.json`` with every number.
 
-Stages are reused when re-run with the same options.
+Stages are reused when re-run with the same options; an arm stopped by SIGTERM,
+Ctrl-C or ``run.max_minutes`` resumes exactly from its checkpoint. A larger
+budget trains anew: the learning rate decays to zero at the budget's last step,
+so an arm trained to B is not the start of one trained to 2B (doubling budgets
+come from one run to the largest, ``--points``).
 
 Its ``--help`` builds the ``--SECTION.FIELD`` flags from the pre-training config, which
 loads PyTorch anyway, so the module imports what it uses at the top (only matplotlib,
@@ -46,6 +53,7 @@ from electra.blocks.options import PrepareCommand
 from electra.blocks.prepare import prepare
 from electra.blocks.read import open_blocks
 from electra.config import ConfigError, Override
+from electra.experiments.crossover import summary_sentences
 from electra.experiments.heldout import unscored_reviews, unscored_task_text
 from electra.experiments.options import CompareCommand
 from electra.finetune.baselines import floor_scores
@@ -157,17 +165,52 @@ def blocks_id(blocks: Path) -> str:
     return json.loads(manifest.read_text())["fingerprint"]
 
 
+def corpus_size(blocks: Path) -> dict[str, int]:
+    """The training split's tokens and blocks (the manifest's counts): what a pass is."""
+    train = json.loads((blocks / MANIFEST).read_text())["splits"]["train"]
+    return {"train_tokens": int(train["tokens"]), "train_blocks": int(train["blocks"])}
+
+
+def _arm_key(cmd: CompareCommand, arm: str, blocks: Path) -> list[Any]:
+    """What keys an arm's run, but its budget and points: its recipe and blocks."""
+    recipe = load_config(cmd.config, [*recipe_overrides(cmd), f"objective.objective='{arm}'"])
+    recipe.data.blocks = str(blocks)
+    clock = load_config(cmd.config).run  # the config's own: runs keyed before keep their names
+    recipe.run.max_minutes, recipe.run.save_every_minutes = 0.0, clock.save_every_minutes
+    return [dataclasses.asdict(recipe), blocks_id(blocks)]
+
+
 def arm_run_dir(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> Path:
     """``OUT/ARM-XXXXXXXX``, keyed by the arm's recipe, blocks (content), budget and points.
 
     Changing the config, a ``--set``, the blocks or the budget therefore never reuses
-    (or resumes) a run trained with other settings.
+    (or resumes) a run trained with other settings. When a run stops (``run.max_minutes``)
+    and how often it saves by the clock change no weight, so they key nothing: an arm
+    stopped by a time limit resumes without it.
     """
-    recipe = load_config(cmd.config, [*recipe_overrides(cmd), f"objective.objective='{arm}'"])
-    recipe.data.blocks = str(blocks)
-    key = [dataclasses.asdict(recipe), cmd.budget_flops, cmd.points, blocks_id(blocks)]
+    recipe, blocks_key = _arm_key(cmd, arm, blocks)
+    key = [recipe, cmd.budget_flops, cmd.points, blocks_key]
     key.append({"warmup_share": WARMUP_SHARE})  # runs from before the cap are not resumed
     return out / f"{arm}-{_fingerprint(key)}"
+
+
+ARM_FILE = "compare_arm.json"  # in an arm's run directory: its recipe key, budget and points
+
+
+def other_budgets(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> list[dict]:
+    """The runs in ``out`` of this arm's recipe and blocks at another budget or points.
+
+    None of them is continued (the learning rate decays to zero at a budget's last step,
+    so an arm trained to B is not the start of one trained to 2B); compare names them
+    before training anew, so a user who meant to reuse one knows why it is not.
+    """
+    key, here = _fingerprint(_arm_key(cmd, arm, blocks)), arm_run_dir(cmd, arm, blocks, out)
+    found = []
+    for f in sorted(out.glob(f"{arm}-*/{ARM_FILE}")):
+        record = json.loads(f.read_text())
+        if f.parent != here and record.get("recipe") == key:
+            found.append({**record, "run": f.parent.name})
+    return found
 
 
 def pretrain_arm(
@@ -175,8 +218,12 @@ def pretrain_arm(
 ) -> tuple[list[dict[str, Any]], float]:
     """Train one arm to the FLOPs budget; export a checkpoint at each budget point.
 
-    Returns one record per point (steps, FLOPs, HF directory) and the FLOPs of one step.
-    An arm that was stopped resumes from its last checkpoint; a finished one is reused.
+    Returns one record per point (steps, FLOPs, passes over the training blocks, HF
+    directory) and the FLOPs of one step. An arm that was stopped (SIGTERM, Ctrl-C,
+    ``run.max_minutes``) resumes from its last checkpoint, exactly; a finished one is reused
+    without building a Trainer. The budget is charged by
+    :func:`electra.pretrain.flops.paper_train_flops_per_step`, the counter the Trainer logs
+    with: a run whose own count differs is refused (:func:`_check_charged`).
     """
     run = arm_run_dir(cmd, arm, blocks, out)
     probe = load_config(cmd.config, [*recipe_overrides(cmd), f"objective.objective='{arm}'"])
@@ -192,11 +239,53 @@ def pretrain_arm(
     summary_path = run / "summary.json"
     done = summary_path.is_file() and json.loads(summary_path.read_text()).get("step") == steps
     if not done:
+        _note_other_budgets(cmd, arm, blocks, out, run, steps)
         _log(
             f"pre-training {arm}: {steps} steps of {flops_step:.3g} FLOPs = {steps * flops_step:.3g}"
         )
         _train_arm(_arm_config(cmd, arm, blocks, run, steps, interval, len(marks)), arm, run)
-    return [_export_mark(arm, run, mark, flops_step) for mark in marks], flops_step
+    _check_charged(json.loads(summary_path.read_text()), arm, flops_step, run)
+    train_blocks = len(open_blocks(blocks, "train"))
+    records = [_export_mark(arm, run, mark, flops_step) for mark in marks]
+    for r in records:  # each block seen once per pass (run.seed orders them)
+        r["passes"] = r["steps"] * probe.optim.batch_size / train_blocks
+    return records, flops_step
+
+
+def _note_other_budgets(
+    cmd: CompareCommand, arm: str, blocks: Path, out: Path, run: Path, steps: int
+) -> None:
+    """Record this run's budget (:data:`ARM_FILE`); say which runs of the same recipe at
+    other budgets are not continued, and why (:func:`other_budgets`)."""
+    for other in other_budgets(cmd, arm, blocks, out):
+        _log(
+            f"{arm}: {other['run']} has this recipe at --budget-flops {other['budget_flops']:.3g} "
+            f"--points {other['points']}; not continued (its learning rate decays to zero at "
+            "its own budget): for several budgets, run once to the largest with --points"
+        )
+    run.mkdir(parents=True, exist_ok=True)
+    record = {"recipe": _fingerprint(_arm_key(cmd, arm, blocks)), "steps": steps}
+    atomic_write_json(
+        run / ARM_FILE, {**record, "budget_flops": cmd.budget_flops, "points": cmd.points}
+    )
+
+
+def _check_charged(summary: dict[str, Any], arm: str, flops_step: float, run: Path) -> None:
+    """The Trainer's own FLOPs count of the run must be the one compare charged.
+
+    compare buys ``budget // flops_step`` steps; the Trainer logs ``step x`` its per-step
+    count (``train_flops``). Were they two counts (another generator shape, another model),
+    the arms would no longer be charged alike: refuse rather than report such a point.
+    """
+    counted = summary.get("train_flops")
+    if counted is None:
+        return  # a run from before the summary counted FLOPs
+    charged = summary["step"] * flops_step
+    if abs(counted - charged) > 1e-9 * max(charged, 1.0):
+        raise ConfigError(
+            f"{run}: the trainer counted {counted:.6g} FLOPs for {summary['step']} {arm} "
+            f"steps, compare charged {charged:.6g}: the counts differ, the budget is not fair"
+        )
 
 
 WARMUP_SHARE = 0.1  # the most of an arm's steps its learning-rate warm-up may take
@@ -242,12 +331,18 @@ def _arm_config(
 
 
 def _train_arm(cfg: Any, arm: str, run: Path) -> None:
-    """Train (or resume) one arm; stop the comparison if the run was interrupted."""
+    """Train (or resume) one arm; stop the comparison if the run ended short of its steps.
+
+    A SIGTERM or Ctrl-C (a closed laptop, a pre-empted machine) or ``run.max_minutes``
+    checkpoints the step reached; the later marks do not exist yet, so compare stops,
+    saying how to resume (the same command again).
+    """
     summary = Trainer(cfg, resume=(run / "checkpoints").is_dir()).fit()
-    if summary.get("stopped") == "signal":  # Ctrl-C / SIGTERM: checkpointed, marks missing
+    if summary.get("stopped") == "signal" or summary.get("step", 0) < cfg.optim.max_steps:
         raise SystemExit(
-            f"pre-training {arm} was interrupted at step {summary.get('step')} (checkpoint "
-            f"saved in {run}); run the same compare command again to resume it"
+            f"pre-training {arm} was interrupted at step {summary.get('step')} "
+            f"({summary.get('stopped')}; checkpoint saved in {run}); run the same compare "
+            "command again to resume it"
         )
 
 
@@ -460,6 +555,7 @@ def compare(cmd: CompareCommand) -> dict[str, Any]:
         "command": asdict(cmd),
         "blocks": str(blocks),
         "flops_per_step": per_step,
+        "corpus": corpus_size(blocks),
         "points": points,
         "floors": floors,
         "elapsed_s": time.time() - t0,
@@ -473,9 +569,11 @@ def compare(cmd: CompareCommand) -> dict[str, Any]:
 
 
 def markdown_table(result: dict[str, Any]) -> str:
+    """``compare.md``: medians ± std per arm, budget and task, the floors, then in words
+    where RTD passes MLM on each task (:func:`electra.experiments.crossover.summary_sentences`)."""
     tasks = list(result["points"][0]["scores"])
-    head = "| arm | pre-training FLOPs | steps | " + " | ".join(tasks) + " | mean |\n"
-    head += "|---|---|---|" + "---|" * (len(tasks) + 1) + "\n"
+    head = "| arm | pre-training FLOPs | steps | passes | " + " | ".join(tasks) + " | mean |\n"
+    head += "|---|---|---|---|" + "---|" * (len(tasks) + 1) + "\n"
     rows = []
     for p in result["points"]:
         cells = []
@@ -485,8 +583,9 @@ def markdown_table(result: dict[str, Any]) -> str:
             medians.append(s["median"])
             cells.append(f"{100 * s['median']:.1f} ± {100 * s.get('std', 0.0):.1f}")
         mean = statistics.mean(medians) if medians else float("nan")
+        passes = f"{p['passes']:.2g}" if "passes" in p else "–"
         rows.append(
-            f"| {p['arm']} | {p['flops']:.3g} | {p['steps']} | "
+            f"| {p['arm']} | {p['flops']:.3g} | {p['steps']} | {passes} | "
             + " | ".join(cells)
             + f" | {100 * mean:.1f} |"
         )
@@ -497,6 +596,7 @@ def markdown_table(result: dict[str, Any]) -> str:
         "\nScores: test "
         + ", ".join(f"{t} {m}" for t, m in metric.items())
         + f", median ± std over {len(result['command']['seeds'])} fine-tuning seeds (x100). "
+        "Passes: blocks seen / training blocks. "
         "Floors: trained and scored on the same split, no pre-training (TF-IDF char 1-4 + "
         "word 1-2 n-grams with logistic regression; always the training majority label)."
     )
@@ -505,7 +605,18 @@ def markdown_table(result: dict[str, Any]) -> str:
             " For sentence pairs the TF-IDF floor reads the joined pair; the pair floor is "
             "TF-IDF pair features (a, b, |a-b|, a*b) of the two texts + the same regression."
         )
-    return head + "\n".join(rows) + "\n" + note + "\n"
+    words = summary_sentences(result)
+    said = "\n\nIn words (medians over seeds; spread: min-max over seeds):\n\n" if words else ""
+    return (
+        head
+        + "\n".join(rows)
+        + "\n"
+        + note
+        + "\n"
+        + said
+        + "\n".join(words)
+        + ("\n" if words else "")
+    )
 
 
 def _has_pairs(floors: dict[str, Any], tasks: list[str]) -> bool:
@@ -532,12 +643,12 @@ def _floor_rows(floors: dict[str, Any], tasks: list[str]) -> list[str]:
             continue
         cells = " | ".join(f"{100 * v:.1f}" for v in values)
         mean = 100 * statistics.mean(values)
-        rows.append(f"| {label} | – | – | {cells} | {mean:.1f} |")
+        rows.append(f"| {label} | – | – | – | {cells} | {mean:.1f} |")
     if pairs:
         values = [floors[t].get("tfidf_pair") for t in tasks]
         cells = " | ".join("–" if v is None else f"{100 * v:.1f}" for v in values)
         mean = "–" if None in values else f"{100 * statistics.mean(values):.1f}"
-        rows.append(f"| TF-IDF pair-feature floor | – | – | {cells} | {mean} |")
+        rows.append(f"| TF-IDF pair-feature floor | – | – | – | {cells} | {mean} |")
     return rows
 
 
@@ -555,7 +666,24 @@ def _plot_floors(ax: Any, floor: dict[str, Any]) -> None:
             ax.axhline(100 * floor[key], ls="--", color=colour, label=names[key], lw=1)
 
 
-def plot(result: dict[str, Any], path: Path) -> None:
+_BASELINE_STYLE = {"none": ("random start (none)", "black"), TABLE_ARM: (TABLE_ARM, "tab:purple")}
+
+
+def _spread(points: list[dict[str, Any]], task: str) -> list[list[float]]:
+    """Error bars of ``points`` on ``task``: median to min and max over the seeds (x100),
+    or ± std for a result without them."""
+    lo, hi = [], []
+    for p in points:
+        s = p["scores"][task]
+        lo.append(100 * (s["median"] - s.get("min", s["median"] - s.get("std", 0.0))))
+        hi.append(100 * (s.get("max", s["median"] + s.get("std", 0.0)) - s["median"]))
+    return [lo, hi]
+
+
+def figure(result: dict[str, Any]) -> Any:
+    """Score against pre-training FLOPs (log axis), one panel per task: one line per arm
+    (median over seeds, bars min to max), the untrained starts (0 FLOPs, so off a log axis)
+    and the floors as horizontal lines. The matplotlib figure, for :func:`plot` to save."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -563,27 +691,35 @@ def plot(result: dict[str, Any], path: Path) -> None:
 
     tasks = list(result["points"][0]["scores"])
     fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 3.8), dpi=100, squeeze=False)
-    base = next(p for p in result["points"] if p["arm"] == "none")
     for ax, task in zip(axes[0], tasks, strict=True):
         for arm in ARMS:
-            colour = _COLOURS.get(arm)
-            pts = [base] + [p for p in result["points"] if p["arm"] == arm]
+            pts = sorted((p for p in result["points"] if p["arm"] == arm), key=lambda p: p["flops"])
+            if not pts:
+                continue
             x = [p["flops"] for p in pts]
             y = [100 * p["scores"][task]["median"] for p in pts]
-            err = [100 * p["scores"][task].get("std", 0.0) for p in pts]
-            label = OBJECTIVES[arm].title
-            ax.errorbar(x, y, yerr=err, marker="o", color=colour, label=label, capsize=3)
+            style = {"marker": "o", "capsize": 3, "color": _COLOURS.get(arm)}
+            ax.errorbar(x, y, yerr=_spread(pts, task), label=OBJECTIVES[arm].title, **style)
         for p in result["points"]:
-            if p["arm"] == TABLE_ARM:
-                y = 100 * p["scores"][task]["median"]
-                ax.axhline(y, ls=":", color="tab:purple", label=TABLE_ARM, lw=1.2)
+            if p["arm"] in _BASELINE_STYLE:
+                name, colour = _BASELINE_STYLE[p["arm"]]
+                ax.axhline(100 * p["scores"][task]["median"], ls=":", color=colour, label=name)
         _plot_floors(ax, (result.get("floors") or {}).get(task) or {})
-        ax.set_title(f"{task} ({base['scores'][task]['metric']})")
-        ax.set_xlabel("pre-training FLOPs")
+        ax.set_xscale("log")
+        ax.set_title(f"{task} ({result['points'][0]['scores'][task]['metric']})")
+        ax.set_xlabel("pre-training FLOPs per arm (log)")
         ax.set_ylabel("test score (median over seeds)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
     fig.tight_layout()
+    return fig
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    """Write :func:`figure` of ``result`` to ``path`` (PNG)."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(result)
     fig.savefig(path)
     plt.close(fig)
 

@@ -1,0 +1,161 @@
+"""What a comparison says, in words: where RTD overtakes MLM, against the seeds and the floors.
+
+``electra compare`` writes a table of medians; a reader wants the answer to one question per
+task: does replaced token detection pass masked language modelling at equal compute, from
+which budget, and is the difference larger than the seeds' own spread? These functions
+compute those sentences from a ``compare.json`` result (pure functions of its ``points`` and
+``floors``, so they are tested on synthetic results):
+
+* the crossover: the budget from which RTD's median stays above MLM's (every larger budget
+  too), or that it does not up to the largest budget, with how the gap moved;
+* the spread: at the largest budget, whether the two arms' min-max ranges over the seeds are
+  disjoint (the difference exceeds the spread) or overlap (it does not);
+* the floors: which of the random start, the PPMI table, TF-IDF and the majority class each
+  arm is above at the largest budget;
+* repetition: the passes over the training blocks per budget, with a warning beyond
+  :data:`REPETITION_PASSES` (data-constrained scaling: up to about 4 passes are worth nearly
+  as much as fresh text, beyond that less).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+RTD, MLM = "rtd", "mlm"
+REPETITION_PASSES = 4.0  # passes over the data beyond which repetition may cap both arms
+BASELINES = {"none": "the random start", "ppmi table only": "the PPMI table"}
+
+
+def paired_budgets(points: list[dict[str, Any]]) -> list[tuple[dict, dict]]:
+    """(RTD point, MLM point) at each budget, smallest first.
+
+    The arms' marks sit at the same fractions of one budget (each within one step of it),
+    so the i-th mark of one arm is paired with the i-th of the other.
+    """
+    rtd = sorted((p for p in points if p["arm"] == RTD), key=lambda p: p["flops"])
+    mlm = sorted((p for p in points if p["arm"] == MLM), key=lambda p: p["flops"])
+    return list(zip(rtd, mlm, strict=False))
+
+
+def _flops(pair: tuple[dict, dict]) -> str:
+    return f"{max(p['flops'] for p in pair):.3g}"
+
+
+def _median(p: dict[str, Any], task: str | None) -> float:
+    """100 x the point's median on ``task`` (None: the mean of its tasks' medians)."""
+    scores = p["scores"]
+    if task is None:
+        return 100 * statistics.mean(s["median"] for s in scores.values())
+    return 100 * scores[task]["median"]
+
+
+def crossover(pairs: list[tuple[dict, dict]], task: str | None) -> str:
+    """Where RTD passes MLM on ``task`` (or the mean), in one clause."""
+    gaps = [_median(r, task) - _median(m, task) for r, m in pairs]
+    last = pairs[-1]
+    scores = f"({_median(last[0], task):.1f} vs {_median(last[1], task):.1f})"
+    if len(pairs) == 1:
+        word = "leads" if gaps[0] > 0 else "trails" if gaps[0] < 0 else "is level with"
+        return f"RTD {word} MLM at {_flops(last)} FLOPs {scores}, the only budget"
+    if gaps[-1] > 0:
+        first = len(gaps) - 1
+        while first > 0 and gaps[first - 1] > 0:
+            first -= 1
+        at = pairs[first]
+        there = f"({_median(at[0], task):.1f} vs {_median(at[1], task):.1f})"
+        if first == 0:
+            return f"RTD leads MLM at every budget, from {_flops(at)} FLOPs {there}"
+        return f"RTD passes MLM at {_flops(at)} FLOPs {there} and stays ahead"
+    trend = "shrinks" if abs(gaps[-1]) < abs(gaps[0]) else "does not shrink"
+    ahead = [i for i, g in enumerate(gaps) if g > 0]
+    head = (
+        f"RTD was ahead at {_flops(pairs[ahead[-1]])} FLOPs but "
+        if ahead
+        else "RTD does not pass MLM up to "
+    )
+    if ahead:
+        level = "is level with" if gaps[-1] == 0 else "trails"
+        return f"{head}{level} MLM at {_flops(last)} FLOPs, the largest budget {scores}"
+    return (
+        f"{head}{_flops(last)} FLOPs, the largest budget {scores}; the gap {trend} from "
+        f"{0.0 - gaps[0]:.1f} to {0.0 - gaps[-1]:.1f} points"  # MLM's lead (never "-0.0")
+    )
+
+
+def spread(pair: tuple[dict, dict], task: str) -> str | None:
+    """Whether the arms' difference at ``pair`` exceeds the seeds' spread (min-max), or
+    None when the results hold no min and max (one seed, or an old result)."""
+    r, m = (p["scores"][task] for p in pair)
+    if any(k not in s for s in (r, m) for k in ("min", "max")) or r.get("n", 2) < 2:
+        return None
+    ranges = f"RTD {100 * r['min']:.1f}-{100 * r['max']:.1f}, MLM {100 * m['min']:.1f}-{100 * m['max']:.1f}"
+    gap = 100 * (r["median"] - m["median"])
+    beyond = r["min"] > m["max"] or m["min"] > r["max"]
+    verdict = "exceeds" if beyond else "is within"
+    return f"at {_flops(pair)} the difference ({gap:+.1f}) {verdict} the seeds' spread ({ranges})"
+
+
+def floors_clause(result: dict[str, Any], pair: tuple[dict, dict], task: str) -> str:
+    """Which floors each arm is above (or not) on ``task`` at ``pair``'s budget."""
+    floors: list[tuple[str, float]] = []
+    for p in result["points"]:
+        if p["arm"] in BASELINES and task in p.get("scores", {}):
+            floors.append((BASELINES[p["arm"]], p["scores"][task]["median"]))
+    f = (result.get("floors") or {}).get(task) or {}
+    named = {"tfidf": "TF-IDF", "tfidf_pair": "the TF-IDF pair features"}
+    named["constant"] = {"majority": "the majority class", "mean": "the training mean"}.get(
+        f.get("constant_name", ""), "the constant floor"
+    )
+    floors += [(name, f[key]) for key, name in named.items() if f.get(key) is not None]
+    if not floors:
+        return "no floors to compare with"
+    parts = []
+    for arm, p in zip(("RTD", "MLM"), pair, strict=True):
+        mine = p["scores"][task]["median"]
+        above = [name for name, v in floors if mine > v]
+        below = [name for name, v in floors if mine <= v]
+        if not below:
+            parts.append(f"{arm} is above every floor")
+        elif not above:
+            parts.append(f"{arm} is below every floor")
+        else:
+            parts.append(f"{arm} is above {', '.join(above)} but not {' or '.join(below)}")
+    names = ", ".join(name for name, _ in floors)
+    return f"against the floors ({names}) at {_flops(pair)}: {'; '.join(parts)}"
+
+
+def passes_clause(result: dict[str, Any]) -> str | None:
+    """Passes over the training blocks at each budget, with a warning past
+    :data:`REPETITION_PASSES` (None: the points carry no pass count)."""
+    pairs = paired_budgets(result["points"])
+    if not pairs or any("passes" not in p for pair in pairs for p in pair):
+        return None
+    each = ", ".join(f"{max(p['passes'] for p in pair):.2g} at {_flops(pair)}" for pair in pairs)
+    corpus = (result.get("corpus") or {}).get("train_tokens")
+    size = f" ({corpus:,} training tokens)" if corpus else ""
+    text = f"Passes over the pre-training blocks{size}: {each} FLOPs"
+    most = max(p["passes"] for pair in pairs for p in pair)
+    if most > REPETITION_PASSES:
+        text += f"; more than {REPETITION_PASSES:g} passes: repetition may cap both arms"
+    return text + "."
+
+
+def summary_sentences(result: dict[str, Any]) -> list[str]:
+    """One sentence per task (and one for the mean of several), then the passes."""
+    pairs = paired_budgets(result["points"])
+    if not pairs:
+        return []
+    tasks = list(pairs[0][0]["scores"])
+    lines = []
+    for task in tasks:
+        metric = pairs[0][0]["scores"][task].get("metric", "")
+        clauses = [crossover(pairs, task), spread(pairs[-1], task)]
+        clauses.append(floors_clause(result, pairs[-1], task))
+        body = "; ".join(c for c in clauses if c)
+        lines.append(f"- **{task}** ({metric}, median over seeds): {body}.")
+    if len(tasks) > 1:
+        lines.append(f"- **mean of the tasks' medians**: {crossover(pairs, None)}.")
+    if passes := passes_clause(result):
+        lines.append(f"- {passes}")
+    return lines
