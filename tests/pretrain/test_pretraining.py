@@ -362,13 +362,17 @@ def test_objective_names_come_from_the_registry() -> None:
     from electra.config import from_dict
     from electra.pretrain.objectives import OBJECTIVES, objective_named
 
-    assert list(OBJECTIVES) == ["rtd", "mlm"]
+    assert list(OBJECTIVES) == ["rtd", "mlm", "rtd-ngram"]
     assert objective_named("rtd").has_discriminator and not objective_named("mlm").has_discriminator
     assert (objective_named("rtd").kept_encoder, objective_named("mlm").kept_encoder) == (
         "discriminator",
         "generator",
     )
-    with pytest.raises(ConfigError, match=r"'bert' is not one of \['rtd', 'mlm'\]"):
+    ngram = objective_named("rtd-ngram")
+    assert ngram.has_discriminator and not ngram.trains_generator
+    assert ngram.kept_encoder == "discriminator"
+    assert objective_named("rtd").trains_generator and objective_named("mlm").trains_generator
+    with pytest.raises(ConfigError, match=r"'bert' is not one of \['rtd', 'mlm', 'rtd-ngram'\]"):
         from_dict(ObjectiveConfig, {"objective": "bert"}, "test")
     with pytest.raises(ValueError, match="unknown objective 'bert'"):
         objective_named("bert")

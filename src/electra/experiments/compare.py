@@ -74,7 +74,21 @@ from electra.text.vocabulary import train_tokenizer
 ARMS = tuple(OBJECTIVES)
 # The point of a recipe with init.token_embeddings = "ppmi": its table on random layers.
 TABLE_ARM = "ppmi table only"
-_COLOURS = {"rtd": "tab:red", "mlm": "tab:blue"}  # plot colour of each arm (else matplotlib's)
+_COLOURS = {
+    "rtd": "tab:red",
+    "mlm": "tab:blue",
+    "rtd-ngram": "tab:orange",
+}  # plot colour of each arm (else matplotlib's)
+
+
+def check_arms(arms: list[str]) -> None:
+    """ConfigError unless ``arms`` is a non-empty list of distinct objective names."""
+    unknown = [a for a in arms if a not in ARMS]
+    if not arms or unknown or len(set(arms)) != len(arms):
+        raise ConfigError(
+            f"arms: {arms} must be distinct names among {list(ARMS)}"
+            + (f" ({unknown} unknown)" if unknown else "")
+        )
 
 
 def _log(msg: str) -> None:
@@ -527,6 +541,7 @@ def compare(cmd: CompareCommand) -> dict[str, Any]:
     """Run the whole comparison; returns what ``compare.json`` holds."""
     if cmd.finetune_jobs < 1:
         raise ConfigError(f"finetune_jobs: at least 1 (got {cmd.finetune_jobs})")
+    check_arms(cmd.arms)
     t0 = time.time()
     out = Path(cmd.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -547,7 +562,7 @@ def compare(cmd: CompareCommand) -> dict[str, Any]:
             }
         )
     per_step = {}
-    for arm in ARMS:
+    for arm in cmd.arms:
         arm_points, per_step[arm] = pretrain_arm(cmd, arm, blocks, out)
         points += arm_points
     floors = finetune_all(cmd, points, out, data_dir)

@@ -142,6 +142,13 @@ class CompareCommand:
     points: int = field(
         default=2, metadata={"doc": "Checkpoints fine-tuned per arm (evenly spaced in FLOPs)."}
     )
+    arms: list[str] = field(
+        default_factory=lambda: ["rtd", "mlm"],
+        metadata={
+            "doc": "Pre-training objectives compared at the same FLOPs: rtd, mlm, rtd-ngram "
+            "(ELECTRA's discriminator alone, replacements from counts)."
+        },
+    )
     config: str = field(default="cpu", metadata={"doc": "Pre-training config (both arms)."})
     set: list[str] = field(
         default_factory=list,

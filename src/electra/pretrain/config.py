@@ -75,7 +75,12 @@ class ObjectiveConfig:
     """What is learned: RTD (ELECTRA) or MLM (BERT), and its constants."""
 
     objective: ObjectiveName = field(
-        default="rtd", metadata={"doc": "rtd (ELECTRA) or mlm (BERT baseline)."}
+        default="rtd",
+        metadata={
+            "doc": "rtd (ELECTRA), mlm (BERT baseline) or rtd-ngram (ELECTRA's discriminator "
+            "alone, replacements sampled from the blocks' P(token | left, right neighbours) "
+            "counts: no generator trained; electra.pretrain.ngram)."
+        },
     )
     mask_prob: float = field(
         default=0.15, metadata={"doc": "Fraction of non-special tokens masked."}
@@ -125,13 +130,55 @@ class ObjectiveConfig:
         },
     )
 
+    ngram_top_k: int = field(
+        default=32,
+        metadata={"doc": "rtd-ngram: candidate tokens kept per context (the most frequent)."},
+    )
+    ngram_min_count: int = field(
+        default=2,
+        metadata={
+            "doc": "rtd-ngram: a context seen fewer times backs off to P(token | left "
+            "neighbour), then to the unigram counts."
+        },
+    )
+    ngram_max_contexts: int = field(
+        default=2_000_000,
+        metadata={"doc": "rtd-ngram: contexts kept at most (the most frequent): bounds memory."},
+    )
+    ngram_max_tokens: int = field(
+        default=20_000_000,
+        metadata={"doc": "rtd-ngram: training tokens counted at most (from the split's start)."},
+    )
+    ngram_temperature: float = field(
+        default=1.0,
+        metadata={
+            "doc": "rtd-ngram: sample proportional to count^(1/T); 1 is exactly the counts, "
+            "above 1 flatter (a token of zero count is never drawn either way)."
+        },
+    )
+
     def __post_init__(self) -> None:
+        self._check_ngram()
         if not 0.0 < self.mask_prob < 1.0:
             raise ConfigError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
         if self.temperature <= 0:
             raise ConfigError(f"temperature must be positive, got {self.temperature}")
         if self.disc_mlm_weight < 0:
             raise ConfigError(f"disc_mlm_weight must be >= 0, got {self.disc_mlm_weight}")
+
+    def _check_ngram(self) -> None:
+        for name in ("ngram_top_k", "ngram_min_count", "ngram_max_contexts", "ngram_max_tokens"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"objective.{name} must be >= 1, got {getattr(self, name)}")
+        if self.ngram_temperature <= 0:
+            raise ConfigError(
+                f"objective.ngram_temperature must be positive, got {self.ngram_temperature}"
+            )
+        if self.objective == "rtd-ngram" and self.embedding_sharing != "tied":
+            raise ConfigError(
+                "objective.embedding_sharing = 'gdes' needs a generator to share with; "
+                "rtd-ngram trains none (use 'tied')"
+            )
 
     @property
     def kind(self) -> Objective:

@@ -234,6 +234,12 @@ def plan_start(
             f"objective.objective = {objective.objective!r}: init.discriminator continues "
             "ELECTRA (rtd) pre-training"
         )
+    if not objective.kind.trains_generator:
+        raise ConfigError(
+            f"objective.objective = {objective.objective!r}: init.discriminator continues "
+            "rtd pre-training with its generator; continuing with counted replacements is "
+            "not supported yet"
+        )
     init, sources = resolve_init(init)
     disc = read_discriminator_shape(init.discriminator, model_fields)
     if init.generator:

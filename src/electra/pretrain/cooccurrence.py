@@ -167,7 +167,7 @@ def warm_start_embeddings(
     import torch
 
     table = model.shared_embeddings.word_embeddings.weight
-    std = float(model.generator.config.initializer_range)
+    std = float(model.config.initializer_range)
     rows, values, info = ppmi_table(blocks, table.shape[1], std, window, max_tokens, seed)
     with torch.no_grad():
         index = torch.from_numpy(rows).to(table.device)

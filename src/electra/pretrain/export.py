@@ -51,7 +51,8 @@ def export_run(
     out_dir: str | os.PathLike[str],
     summary: dict[str, Any] | None = None,
 ) -> dict[str, Path]:
-    """HF directories ``OUT/discriminator`` (RTD) and ``OUT/generator`` from a checkpoint.
+    """HF directories ``OUT/discriminator`` (RTD) and ``OUT/generator`` from a checkpoint
+    (rtd-ngram: the discriminator alone, it has no generator).
 
     ``checkpoint_dir`` may be a run directory, its ``checkpoints/`` or one
     ``step-N`` directory; the tokenizer files come from the blocks directory
@@ -78,7 +79,8 @@ def export_run(
             done["discriminator"] = export_discriminator(
                 model.discriminator, out / "discriminator", tok_dir
             )
-        done["generator"] = export_generator(model.generator, out / "generator", tok_dir)
+        if model.generator is not None:  # rtd-ngram trains none
+            done["generator"] = export_generator(model.generator, out / "generator", tok_dir)
         for kind, directory in done.items():
             write_model_card(directory, kind, facts)
     return done

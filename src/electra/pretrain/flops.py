@@ -32,6 +32,11 @@ ACTIVATION_FLOPS = 8  # tanh-GELU
 SOFTMAX_FLOPS = 5  # max, subtract, exp, sum, divide
 
 OFFICIAL_OUTPUT_FRAC = 0.15625  # generator softmax fraction used by the official script
+# rtd-ngram's sampling at one masked position (electra.pretrain.ngram): a binary search over
+# at most 2^32 context keys and one over the running sums (2 x 32 comparisons), the key,
+# the backoff choice and the inverse-CDF point (about 20 more): 100 is an upper bound.
+# Counted once, not doubled: nothing is differentiated through it.
+NGRAM_SAMPLE_FLOPS = 100
 
 
 def _mixing(c: ElectraConfig) -> tuple[float, int, int]:
@@ -137,10 +142,11 @@ def trained_encoders(
     generator: ElectraConfig | None = None,
 ) -> list[tuple[ElectraConfig, str]]:
     """(shape, head) of every encoder an objective trains, the full-size one first:
-    the discriminator and a generator for RTD, one MLM encoder for MLM."""
+    the discriminator and a generator for RTD, the discriminator alone for
+    rtd-ngram, one MLM encoder for MLM."""
     kind = objective_named(objective)
     encoders = [(disc, kind.main_head)]
-    if kind.has_discriminator:
+    if kind.has_discriminator and kind.trains_generator:
         encoders.append((generator or generator_config(disc, generator_size), "mlm"))
     return encoders
 
@@ -157,14 +163,20 @@ def paper_train_flops_per_step(
     """Training FLOPs of one step, official methodology (training = 2 x forward).
 
     ``generator`` gives the generator's shape when it is not ``generator_size``
-    times the discriminator's (a released generator).
+    times the discriminator's (a released generator). rtd-ngram is charged its
+    discriminator and the sampling at the masked positions
+    (:data:`NGRAM_SAMPLE_FLOPS` each, forward only); the one-time counting of the
+    table before step 0 (a few operations per token read) is not a per-step cost.
     """
     frac = output_frac_for(mask_prob)
     per_token = sum(
         paper_forward_flops_per_token(c, seq_len, head, frac)
         for c, head in trained_encoders(disc, objective, generator_size, generator)
     )
-    return 2.0 * per_token * batch_size * seq_len
+    sampling = (
+        frac * NGRAM_SAMPLE_FLOPS if objective_named(objective).replacements == "ngram" else 0
+    )
+    return (2.0 * per_token + sampling) * batch_size * seq_len
 
 
 def executed_matmul_flops_per_step(

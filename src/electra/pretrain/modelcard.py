@@ -183,8 +183,15 @@ def _score_lines(summary: dict[str, Any]) -> list[str]:
 def model_card(kind: str, facts: dict[str, Any]) -> str:
     """The README.md text for an exported ``discriminator`` or ``generator`` directory."""
     arch, what = _KINDS[kind]
-    if not objective_named(facts["objective"]).has_discriminator:
+    kind_of = objective_named(facts["objective"])
+    if not kind_of.has_discriminator:
         what = "a masked-language model trained as BERT is (the MLM baseline of this toolkit)"
+    elif kind_of.replacements == "ngram":
+        what += (
+            ", trained without a generator: the replacements it learned to detect were sampled "
+            "from the training blocks' counts of P(token | left and right neighbours) "
+            "(rtd-ngram); a plain ElectraForPreTraining that `transformers` loads"
+        )
     shape = facts["model"] if kind == "discriminator" else facts["generator"] or facts["model"]
     s = facts["summary"]
     minutes = f", {s['elapsed_s'] / 60:.1f} minutes" if "elapsed_s" in s else ""

@@ -54,6 +54,7 @@ from electra.model.encoder import (
     init_weights,
 )
 from electra.pretrain.config import ObjectiveConfig
+from electra.pretrain.ngram import NgramSource
 from electra.text.special import SpecialIds
 
 _M64 = (1 << 64) - 1
@@ -423,7 +424,7 @@ class PretrainOutput:
     """Loss and diagnostics of one forward pass (scalars as 0-d tensors)."""
 
     loss: Tensor
-    mlm_loss: Tensor
+    mlm_loss: Tensor | None = None  # the generator's (None for rtd-ngram: no generator)
     disc_loss: Tensor | None = None
     gen_accuracy: Tensor | None = None
     disc_accuracy: Tensor | None = None
@@ -495,8 +496,10 @@ class ElectraForPretraining(nn.Module):
             shared = self.discriminator.electra.embeddings
             if objective.embedding_sharing == "gdes":  # the generator becomes the owner
                 self.discriminator.electra.embeddings = DisentangledEmbeddings(shared, config)
-            gen_cfg = generator_cfg or generator_config(config, objective.generator_size)
-            self.generator = ElectraGenerator(gen_cfg, embeddings=shared)
+            self.generator = None  # rtd-ngram: replacements from counts (attach_replacements)
+            if objective.kind.trains_generator:
+                gen_cfg = generator_cfg or generator_config(config, objective.generator_size)
+                self.generator = ElectraGenerator(gen_cfg, embeddings=shared)
             if objective.disc_prior_bias:
                 p = objective.mask_prob
                 with torch.no_grad():
@@ -516,15 +519,27 @@ class ElectraForPretraining(nn.Module):
         else:
             self.discriminator = None
             self.generator = ElectraGenerator(config)
+        self.replacements: NgramSource | None = None  # not a module: never in a checkpoint
+
+    def attach_replacements(self, source: NgramSource) -> None:
+        """rtd-ngram: the counted source its replacements are sampled from (the trainer
+        builds or reloads it: :func:`electra.pretrain.ngram.ngram_source`)."""
+        if self.objective.kind.replacements != "ngram":
+            raise ValueError(f"objective {self.objective.objective!r} samples from its generator")
+        self.replacements = source
 
     @property
-    def generator_config(self) -> ElectraConfig:
-        return self.generator.config
+    def generator_config(self) -> ElectraConfig | None:
+        """The generator's shape (None for rtd-ngram, which has none)."""
+        return None if self.generator is None else self.generator.config
 
     @property
     def shared_embeddings(self) -> ElectraEmbeddings:
         """The embedding module the generator shares (RTD): the discriminator's when tied,
-        the generator's own under gdes; the MLM encoder's for MLM."""
+        the generator's own under gdes; the MLM encoder's for MLM; the discriminator's
+        for rtd-ngram (nothing shares it)."""
+        if self.generator is None:
+            return self.discriminator.electra.embeddings
         return self.generator.electra.embeddings
 
     def encoder_to_keep(self) -> nn.Module:
@@ -551,6 +566,10 @@ class ElectraForPretraining(nn.Module):
         attn = None if full else attention_mask
         if not self.objective.kind.has_discriminator:
             return self._mlm(input_ids, attention_mask, attn, token_type_ids, rng)
+        if self.generator is None:
+            return self._rtd_ngram(
+                input_ids, attention_mask, attn, token_type_ids, rng, keep_tensors
+            )
         return self._rtd(input_ids, attention_mask, attn, token_type_ids, rng, keep_tensors)
 
     def _mlm(self, input_ids, attention_mask, attn, token_type_ids, rng) -> PretrainOutput:
@@ -579,10 +598,60 @@ class ElectraForPretraining(nn.Module):
         )
         gen_logits = self.generator(m.input_ids, attn, token_type_ids, positions=m.positions)
         mlm_loss, sampled, gen_pred = self._sample_replacements(gen_logits, m, rng)
+        gen_term = obj.gen_weight * mlm_loss
+        out = self._detect(input_ids, attention_mask, attn, token_type_ids, m, sampled, gen_term)
+        out.mlm_loss = mlm_loss
+        with torch.no_grad():
+            out.gen_accuracy = (gen_pred == m.labels).float().mean()
+        if not keep_tensors:
+            out.corrupted_ids = out.replaced = out.disc_logits = None
+        return out
+
+    def _rtd_ngram(
+        self, input_ids, attention_mask, attn, token_type_ids, rng, keep_tensors
+    ) -> PretrainOutput:
+        """RTD with replacements sampled from counts (:mod:`electra.pretrain.ngram`): the
+        same positions and the same per-sample noise as RTD's generator sample, no
+        generator; the loss is the discriminator's alone."""
+        if self.replacements is None:
+            raise RuntimeError(
+                "rtd-ngram: no replacement source attached (the trainer builds it from the "
+                "blocks: ElectraForPretraining.attach_replacements)"
+            )
+        obj = self.objective
+        m = mask_batch(
+            input_ids,
+            attention_mask,
+            self.special,
+            obj.mask_prob,
+            rng,
+            style=obj.kind.masking,
+            mask_token_prob=obj.mask_token_prob,
+        )
+        rows = m.is_masked.sum(-1)
+        u = _uniform_rows(rng, rows, 1, m.positions.shape[0], input_ids.device)[:, 0]
+        sampled = self.replacements.replacements(input_ids, m.positions, u)
+        out = self._detect(input_ids, attention_mask, attn, token_type_ids, m, sampled)
+        if not keep_tensors:
+            out.corrupted_ids = out.replaced = out.disc_logits = None
+        return out
+
+    def _detect(
+        self,
+        input_ids,
+        attention_mask,
+        attn,
+        token_type_ids,
+        m: Masked,
+        sampled: Tensor,
+        gen_term: Tensor | None = None,
+    ) -> PretrainOutput:
+        """The discriminator's part of RTD on ``sampled`` replacements at ``m``'s positions:
+        ``loss = gen_term + disc_weight * L_Disc (+ the corrective LM loss)``, with metrics."""
+        obj = self.objective
         corrupted = input_ids.clone()
         corrupted.view(-1).index_copy_(0, m.positions, sampled)
         replaced = corrupted != input_ids  # a sample equal to the original is original
-
         disc_logits, disc_mlm_loss = self._discriminate(corrupted, attn, token_type_ids, m)
         weights = attention_mask.float()
         per_token = F.binary_cross_entropy_with_logits(
@@ -590,25 +659,24 @@ class ElectraForPretraining(nn.Module):
         )
         n_tokens = weights.sum().clamp(min=1.0)
         disc_loss = (per_token * weights).sum() / n_tokens
-        loss = obj.gen_weight * mlm_loss + obj.disc_weight * disc_loss
+        loss = obj.disc_weight * disc_loss
+        if gen_term is not None:
+            loss = gen_term + loss
         if disc_mlm_loss is not None:
             loss = loss + obj.disc_mlm_weight * disc_mlm_loss
         with torch.no_grad():
-            gen_acc = (gen_pred == m.labels).float().mean()
             disc_acc, precision, recall = detection_metrics(disc_logits, replaced, attention_mask)
-        out = PretrainOutput(
+        return PretrainOutput(
             loss=loss,
-            mlm_loss=mlm_loss,
             disc_loss=disc_loss,
-            gen_accuracy=gen_acc,
             disc_accuracy=disc_acc,
             replaced_precision=precision,
             replaced_recall=recall,
             disc_mlm_loss=disc_mlm_loss,
+            corrupted_ids=corrupted,
+            replaced=replaced,
+            disc_logits=disc_logits,
         )
-        if keep_tensors:
-            out.corrupted_ids, out.replaced, out.disc_logits = corrupted, replaced, disc_logits
-        return out
 
     def _sample_replacements(
         self, gen_logits: Tensor, m: Masked, rng: Randomness

@@ -21,15 +21,24 @@ class Objective:
     """One pre-training objective.
 
     With a discriminator (ELECTRA's replaced token detection), a generator of
-    ``objective.generator_size`` is trained beside it and the discriminator is
-    the encoder users fine-tune; without (the BERT MLM baseline), a single
-    full-size encoder with an MLM head is trained and kept.
+    ``objective.generator_size`` is trained beside it (or, for ``rtd-ngram``, the
+    replacements are sampled from counts and nothing else is trained) and the
+    discriminator is the encoder users fine-tune; without (the BERT MLM
+    baseline), a single full-size encoder with an MLM head is trained and kept.
     """
 
     name: str
     title: str  # for plots and tables
     has_discriminator: bool
     masking: Literal["electra", "bert"]  # ``mask_batch`` style: [MASK]/keep or 80/10/10
+    # RTD's replacements: from a generator trained beside the discriminator, or counted
+    # from the blocks before step 0 (electra.pretrain.ngram: nothing trained, almost free).
+    replacements: Literal["generator", "ngram", "none"] = "generator"
+
+    @property
+    def trains_generator(self) -> bool:
+        """Whether a generator (an MLM encoder) is trained: RTD and MLM, not rtd-ngram."""
+        return self.replacements != "ngram"
 
     @property
     def kept_encoder(self) -> str:
@@ -43,9 +52,12 @@ class Objective:
 
 
 RTD = Objective("rtd", "ELECTRA (RTD)", has_discriminator=True, masking="electra")
-MLM = Objective("mlm", "BERT (MLM)", has_discriminator=False, masking="bert")
+MLM = Objective("mlm", "BERT (MLM)", has_discriminator=False, masking="bert", replacements="none")
+RTD_NGRAM = Objective(
+    "rtd-ngram", "ELECTRA (RTD, n-gram replacements)", True, "electra", replacements="ngram"
+)
 
-OBJECTIVES: dict[str, Objective] = {o.name: o for o in (RTD, MLM)}
+OBJECTIVES: dict[str, Objective] = {o.name: o for o in (RTD, MLM, RTD_NGRAM)}
 """Every objective by name, ELECTRA first (the default)."""
 
 ObjectiveName = Literal[tuple(OBJECTIVES)]  # type: ignore[valid-type]

@@ -50,7 +50,9 @@ class PretrainCommand:
     output: str | None = field(
         default=None, metadata={"doc": "Run directory (run.output_dir).", "short": "-o"}
     )
-    objective: ObjectiveName | None = field(default=None, metadata={"doc": "rtd or mlm."})
+    objective: ObjectiveName | None = field(
+        default=None, metadata={"doc": "rtd, mlm or rtd-ngram."}
+    )
     init_from: str | None = field(
         default=None,
         metadata={
@@ -102,4 +104,4 @@ class FlopsCommand:
     batch_size: int | None = field(default=None, metadata={"doc": "Batch (default: paper's)."})
     seq_len: int | None = field(default=None, metadata={"doc": "Sequence length."})
     steps: int | None = field(default=None, metadata={"doc": "Training steps."})
-    objective: ObjectiveName = field(default="rtd", metadata={"doc": "rtd or mlm."})
+    objective: ObjectiveName = field(default="rtd", metadata={"doc": "rtd, mlm or rtd-ngram."})

@@ -86,6 +86,7 @@ from electra.pretrain.export import export_run
 from electra.pretrain.flops import paper_train_flops_per_step
 from electra.pretrain.health import HealthProbe, most_frequent_token, verdict
 from electra.pretrain.metrics import MetricsLog, StepWindow, one_line_summary
+from electra.pretrain.ngram import ngram_source
 from electra.pretrain.objective import ElectraForPretraining, SampleRNG, picks_per_row
 from electra.system import allocator
 from electra.system.diskspace import DiskFullError
@@ -217,6 +218,8 @@ class Trainer:
                     print(note, file=sys.stderr)
         if cfg.init.token_embeddings == "ppmi" and state is None:
             self._warm_start(model, train, out, env)
+        if cfg.objective.kind.replacements == "ngram":
+            self._attach_ngram(model, train, out, env, resumed=state is not None)
         wrapped = self._wrap(model, env)
         opt = self._optimizer(model, state)
         self.scaler = grad_scaler(cfg.run.precision, env.device, state)
@@ -352,6 +355,33 @@ class Trainer:
         if env.world > 1:
             dist.broadcast(model.shared_embeddings.word_embeddings.weight.data, src=0)
 
+    def _attach_ngram(
+        self, model: ElectraForPretraining, train, out: Path, env: Dist, resumed: bool
+    ) -> None:
+        """rtd-ngram: count the blocks once (rank 0 writes the table into the run directory)
+        or, on a resume, read that table back, so the replacements are the same ones."""
+        if env.world > 1 and not env.main and not resumed:
+            dist.barrier()  # rank 0 builds and writes first; the others read its file
+        source, info = ngram_source(
+            train,
+            self.cfg.objective,
+            out,
+            env.device,
+            reuse=resumed or not env.main,
+            write=env.main,
+            progress=env.main and self.cfg.run.progress,
+        )
+        if env.world > 1 and env.main and not resumed:
+            dist.barrier()
+        model.attach_replacements(source)
+        if env.main:
+            what = "built" if info["built"] else "read back"
+            print(
+                f"n-gram replacements: table {what} ({info['contexts']:,} contexts, "
+                f"{info['entries']:,} candidates, {info['seconds']} s): {info['table']}",
+                file=sys.stderr,
+            )
+
     def _micro_batch(self, world: int) -> int:
         o = self.cfg.optim
         per = world * o.grad_accum
@@ -370,7 +400,7 @@ class Trainer:
             return start.discriminator, start.generator, start.special
         model_cfg = resolve_model(self.cfg, blocks.vocab_size, "config")
         gen_cfg = None
-        if self.cfg.objective.kind.has_discriminator:
+        if self.cfg.objective.kind.has_discriminator and self.cfg.objective.kind.trains_generator:
             gen_cfg = generator_config(model_cfg, self.cfg.objective.generator_size)
         return model_cfg, gen_cfg, blocks.special
 
