@@ -444,7 +444,7 @@ def test_every_arm_is_charged_the_budget_by_the_one_counter(
     from electra.pretrain.flops import paper_train_flops_per_step
 
     cmd, out, arms = finished_arms
-    assert set(arms) == set(ARMS) == {"rtd", "mlm"}
+    assert set(arms) == set(ARMS) == {"rtd", "mlm", "rtd-ngram"}
     for arm, (records, per_step) in arms.items():
         steps = records[-1]["steps"]
         assert steps * per_step <= cmd.budget_flops < (steps + 1) * per_step, arm
@@ -457,6 +457,7 @@ def test_every_arm_is_charged_the_budget_by_the_one_counter(
             rec["train_flops"] == marks[rec["step"]] for rec in logged if rec["step"] in marks
         )
     assert arms["mlm"][1] < arms["rtd"][1]  # RTD pays for its generator
+    assert arms["rtd-ngram"][1] < arms["rtd"][1]  # a count table costs (almost) nothing
     # A per-step count other than the Trainer's is refused, not reported as equal compute.
     monkeypatch.setattr(
         compare_module,
