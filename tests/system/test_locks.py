@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from builders import cli_env, tiny_config
-from test_nonfinite import _finetune_args, toy  # noqa: F401 (fixture)
+from test_nonfinite import _finetune_args
 
 from electra.cli import main
 from electra.config import ConfigError
