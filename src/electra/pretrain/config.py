@@ -303,6 +303,20 @@ class RunConfig:
         },
     )
     tensorboard: bool = field(default=True, metadata={"doc": "Also log to TensorBoard."})
+    tracker: Literal["none", "mlflow", "wandb"] = field(
+        default="none",
+        metadata={
+            "doc": "Also track the run in MLflow or Weights & Biases (config, metrics, summary; "
+            "the package is imported only when chosen; docs/pretraining.md)."
+        },
+    )
+    tracker_uri: str = field(
+        default="",
+        metadata={"doc": "MLflow tracking URI (empty: a file store in RUN/mlruns, offline)."},
+    )
+    tracker_project: str = field(
+        default="electra", metadata={"doc": "MLflow experiment or W&B project name."}
+    )
     progress: bool = field(default=True, metadata={"doc": "Show a progress bar."})
     export: bool = field(default=True, metadata={"doc": "Export HF directories at the end."})
     deterministic: bool = field(

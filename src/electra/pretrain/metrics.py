@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from electra.system.files import atomic_write_text
+from electra.system.tracking import Tracker, numeric
 
 
 class StepWindow:
@@ -58,9 +59,12 @@ class StepWindow:
 
 
 class MetricsLog:
-    """``metrics.jsonl`` (+ TensorBoard) written by rank 0 only."""
+    """``metrics.jsonl`` (+ TensorBoard, + a tracker) written by rank 0 only."""
 
-    def __init__(self, out: Path, resume_step: int, tensorboard: bool) -> None:
+    def __init__(
+        self, out: Path, resume_step: int, tensorboard: bool, tracker: Tracker | None = None
+    ) -> None:
+        self.tracker = tracker or Tracker()
         self.path = out / "metrics.jsonl"
         if self.path.exists():  # drop records the resumed run will redo
             kept = [
@@ -86,11 +90,13 @@ class MetricsLog:
             for k, v in record.items():
                 if k != "step" and isinstance(v, int | float):
                     self.tb.add_scalar(k, v, record["step"])
+        self.tracker.log_metrics(numeric(record), record["step"])
 
     def close(self) -> None:
         self.file.close()
         if self.tb is not None:
             self.tb.close()
+        self.tracker.close()
 
 
 def _record_step(line: str) -> int:

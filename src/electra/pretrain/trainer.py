@@ -94,6 +94,7 @@ from electra.system.errors import RunError
 from electra.system.files import atomic_write_json
 from electra.system.locks import DirectoryLock, DirectoryLocked
 from electra.system.precision import autocast_for, resolve_precision
+from electra.system.tracking import Tracker, flat_params, open_tracker
 
 
 def forward_blocks(
@@ -175,6 +176,7 @@ class Trainer:
         a second run on the same directory refuses to start, naming this one.
         """
         self.t_fit0 = time.time()  # run.fit_minutes counts from here
+        self.tracker = Tracker()  # run.tracker's, opened with the metrics log (rank 0)
         env = self._setup_process()
         with self._run_lock(env):
             return self._fit(env)
@@ -226,7 +228,11 @@ class Trainer:
         if env.main:
             out.mkdir(parents=True, exist_ok=True)
             atomic_write_json(out / "config.json", resolved)
-        log = MetricsLog(out, step, cfg.run.tensorboard) if env.main else None
+        log = (
+            MetricsLog(out, step, cfg.run.tensorboard, self._tracker(out, resolved))
+            if env.main
+            else None
+        )
         loader = BlockLoader(
             train,
             micro,
@@ -256,6 +262,14 @@ class Trainer:
             loader.close()
 
     # -- pieces ------------------------------------------------------------------------------
+
+    def _tracker(self, out: Path, resolved: dict[str, Any]) -> Tracker:
+        """``run.tracker``'s tracker (rank 0), with the resolved config logged once."""
+        r = self.cfg.run
+        self.tracker = open_tracker(r.tracker, out, r.tracker_uri, r.tracker_project)
+        if not self.tracker.resumed:
+            self.tracker.log_params(flat_params(resolved))
+        return self.tracker
 
     def _setup_process(self) -> Dist:
         """Determinism, the process group and device, the precision, the thread count."""
@@ -867,6 +881,7 @@ class Trainer:
             exported = export_run(path, self.out / "hf", summary)
             summary["exported"] = {k: str(v) for k, v in exported.items()}
         atomic_write_json(self.out / "summary.json", summary)
+        self.tracker.log_summary(summary)
         print(one_line_summary(summary), file=sys.stderr)
         if summary.get("verdict"):
             print(f"health: {summary['verdict']}", file=sys.stderr)
