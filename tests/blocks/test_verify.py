@@ -82,3 +82,26 @@ def test_verify_is_given_alone(small: Path, tmp_path: Path, capsys) -> None:
     assert "prepare needs --tokenizer, --output/-o (or --verify DIR)" in capsys.readouterr().err
     assert main(["prepare", "--verify", str(tmp_path)]) == 2
     assert "no manifest.json" in capsys.readouterr().err
+
+
+def test_tokenizer_files_replaced_after_prepare_are_refused(small: Path, tmp_path: Path) -> None:
+    """Pre-training checks the tokenizer files in the blocks directory (what the export copies
+    into the model) against the manifest: the ones prepare wrote pass, others are named."""
+    from builders import tiny_config
+
+    from electra.pretrain.trainer import Trainer
+
+    copy = tmp_path / "blocks"
+    shutil.copytree(small, copy)
+    open_blocks(copy, "train").check_tokenizer()  # as prepare wrote them
+    import json
+
+    body = json.loads((copy / "tokenizer.json").read_text(encoding="utf-8"))
+    vocab = body["model"]["vocab"]  # another vocabulary: two tokens' ids swapped
+    a, b = list(vocab)[100:102]
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    (copy / "tokenizer.json").write_text(json.dumps(body, ensure_ascii=False), encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"tokenizer\.json: not the tokenizer these blocks"):
+        open_blocks(copy, "train").check_tokenizer()
+    with pytest.raises(CorpusError, match="prepare the blocks again"):
+        Trainer(tiny_config(copy, tmp_path / "run", "optim.max_steps=1")).fit()

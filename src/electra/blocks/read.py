@@ -33,6 +33,7 @@ from electra.blocks.format import FORMAT_NAME, FORMAT_VERSION, MANIFEST, shard_s
 from electra.system.files import READ_BLOCK, sha256_file
 from electra.text.corpus import CorpusError
 from electra.text.special import SpecialIds
+from electra.text.tokenizer import TokenizerError, load_tokenizer, tokenizer_sha256
 
 
 class Blocks:
@@ -152,6 +153,25 @@ class Blocks:
                 f"{p}: token id {int(ids.max())} is outside the vocabulary of "
                 f"{self.vocab_size}: the shard changed after prepare (corrupt); prepare the "
                 "blocks again (Blocks.verify() checks every shard against the manifest)"
+            )
+
+    def check_tokenizer(self) -> None:
+        """Refuse tokenizer files in the blocks directory that are not the ones the blocks were
+        made with (the manifest's ``tokenizer.sha256``): the export copies them into the model,
+        which would then read text with another vocabulary than it was trained on."""
+        if not (self.directory / "tokenizer.json").is_file() or self.split != "train":
+            return
+        want = self.manifest.get("tokenizer", {}).get("sha256")
+        try:
+            got = tokenizer_sha256(load_tokenizer(self.directory))
+        except (TokenizerError, OSError, ValueError) as exc:
+            raise CorpusError(f"{self.directory / 'tokenizer.json'}: unreadable ({exc})") from None
+        if want and got != want:
+            raise CorpusError(
+                f"{self.directory / 'tokenizer.json'}: not the tokenizer these blocks were "
+                f"prepared with (sha256 {got[:12]}, {self.directory / MANIFEST} says "
+                f"{want[:12]}); the tokenizer files were replaced after prepare: prepare the "
+                "blocks again, or put back the files prepare wrote"
             )
 
     def verify(self) -> None:

@@ -288,6 +288,7 @@ class Trainer:
             raise ConfigError("data.blocks: no blocks directory given (run `electra prepare`)")
         self.blocks_dir = Path(self.cfg.data.blocks)
         train = open_blocks(self.blocks_dir, "train")
+        train.check_tokenizer()  # the files the export will copy into the model
         try:
             val = open_blocks(self.blocks_dir, "validation")
         except (FileNotFoundError, ValueError, KeyError):
