@@ -583,11 +583,10 @@ class ElectraForPretraining(nn.Module):
             gen_acc = (logits.argmax(-1) == m.labels).float().mean()
         return PretrainOutput(loss=mlm_loss, mlm_loss=mlm_loss, gen_accuracy=gen_acc)
 
-    def _rtd(
-        self, input_ids, attention_mask, attn, token_type_ids, rng, keep_tensors
-    ) -> PretrainOutput:
+    def _mask(self, input_ids: Tensor, attention_mask: Tensor, rng: Randomness) -> Masked:
+        """The objective's masking of a batch (positions, [MASK]/kept/random, labels)."""
         obj = self.objective
-        m = mask_batch(
+        return mask_batch(
             input_ids,
             attention_mask,
             self.special,
@@ -596,6 +595,12 @@ class ElectraForPretraining(nn.Module):
             style=obj.kind.masking,
             mask_token_prob=obj.mask_token_prob,
         )
+
+    def _rtd(
+        self, input_ids, attention_mask, attn, token_type_ids, rng, keep_tensors
+    ) -> PretrainOutput:
+        obj = self.objective
+        m = self._mask(input_ids, attention_mask, rng)
         gen_logits = self.generator(m.input_ids, attn, token_type_ids, positions=m.positions)
         mlm_loss, sampled, gen_pred = self._sample_replacements(gen_logits, m, rng)
         gen_term = obj.gen_weight * mlm_loss
@@ -618,16 +623,7 @@ class ElectraForPretraining(nn.Module):
                 "rtd-ngram: no replacement source attached (the trainer builds it from the "
                 "blocks: ElectraForPretraining.attach_replacements)"
             )
-        obj = self.objective
-        m = mask_batch(
-            input_ids,
-            attention_mask,
-            self.special,
-            obj.mask_prob,
-            rng,
-            style=obj.kind.masking,
-            mask_token_prob=obj.mask_token_prob,
-        )
+        m = self._mask(input_ids, attention_mask, rng)
         rows = m.is_masked.sum(-1)
         u = _uniform_rows(rng, rows, 1, m.positions.shape[0], input_ids.device)[:, 0]
         sampled = self.replacements.replacements(input_ids, m.positions, u)
