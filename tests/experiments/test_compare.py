@@ -445,10 +445,13 @@ def test_every_arm_is_charged_the_budget_by_the_one_counter(
 
     cmd, out, arms = finished_arms
     assert set(arms) == set(ARMS) == {"rtd", "mlm", "rtd-ngram"}
-    for arm, (records, per_step) in arms.items():
+    for arm, (records, costs) in arms.items():
+        per_step = costs["paper"]
         steps = records[-1]["steps"]
         assert steps * per_step <= cmd.budget_flops < (steps + 1) * per_step, arm
-        assert all(r["flops"] == r["steps"] * per_step for r in records)
+        assert all(r["flops"] == r["paper_flops"] == r["steps"] * per_step for r in records)
+        assert all(r["executed_flops"] == r["steps"] * costs["executed"] for r in records)
+        assert costs["seconds"] > 0  # measured from the run's own log
         run = arm_run_dir(cmd, arm, blocks, out)
         assert json.loads((run / "summary.json").read_text())["train_flops"] == steps * per_step
         logged = [json.loads(ln) for ln in (run / "metrics.jsonl").read_text().splitlines()]
@@ -456,8 +459,9 @@ def test_every_arm_is_charged_the_budget_by_the_one_counter(
         assert all(
             rec["train_flops"] == marks[rec["step"]] for rec in logged if rec["step"] in marks
         )
-    assert arms["mlm"][1] < arms["rtd"][1]  # RTD pays for its generator
-    assert arms["rtd-ngram"][1] < arms["rtd"][1]  # a count table costs (almost) nothing
+    paper = {arm: costs["paper"] for arm, (_, costs) in arms.items()}
+    assert paper["mlm"] < paper["rtd"]  # RTD pays for its generator
+    assert paper["rtd-ngram"] < paper["rtd"]  # a count table costs (almost) nothing
     # A per-step count other than the Trainer's is refused, not reported as equal compute.
     monkeypatch.setattr(
         compare_module,
@@ -466,6 +470,56 @@ def test_every_arm_is_charged_the_budget_by_the_one_counter(
     )
     with pytest.raises(ConfigError, match="the counts differ"):
         pretrain_arm(cmd, "rtd", blocks, out)
+
+
+def test_the_executed_counter_buys_each_arm_the_steps_of_its_real_matmuls(
+    blocks: Path, finished_arms: tuple, tmp_path: Path
+) -> None:
+    """``--counter executed``: every arm's budget in the matmuls it runs; the generator's
+    lookups (charged as dense matmuls by the paper's count) no longer cost RTD steps, so
+    RTD loses fewer steps to MLM than under the paper's count. Its runs key apart."""
+    import dataclasses
+
+    from electra.experiments.compare import pretrain_arm
+
+    cmd, _, paper_arms = finished_arms
+    executed = dataclasses.replace(cmd, counter="executed")
+    assert arm_run_dir(executed, "rtd", blocks, tmp_path) != arm_run_dir(
+        cmd, "rtd", blocks, tmp_path
+    )
+    arms = {arm: pretrain_arm(executed, arm, blocks, tmp_path) for arm in ("rtd", "mlm")}
+    for arm, (records, costs) in arms.items():
+        steps = records[-1]["steps"]
+        assert steps * costs["executed"] <= cmd.budget_flops < (steps + 1) * costs["executed"]
+        assert records[-1]["flops"] == records[-1]["executed_flops"]
+        assert costs["paper"] == paper_arms[arm][1]["paper"]  # the Trainer's count is checked
+    rtd_costs = arms["rtd"][1]
+    assert rtd_costs["executed"] < rtd_costs["paper"]
+    ratio = {c: arms["rtd"][1][c] / arms["mlm"][1][c] for c in ("paper", "executed")}
+    assert 1.0 < ratio["executed"] < ratio["paper"]
+    steps = {arm: arms[arm][0][-1]["steps"] for arm in arms}
+    paper_steps = {arm: paper_arms[arm][0][-1]["steps"] for arm in arms}
+    assert steps["rtd"] / steps["mlm"] > paper_steps["rtd"] / paper_steps["mlm"]
+
+
+def test_the_table_says_what_a_step_costs_by_each_counter() -> None:
+    from builders import compare_result
+
+    from electra.experiments.compare import markdown_table
+
+    result = compare_result([0.77, 0.79], [0.78, 0.785])
+    result["step_costs"] = {
+        "rtd": {"paper": 1.31e11, "executed": 9.35e10, "seconds": 0.35},
+        "mlm": {"paper": 9.23e10, "executed": 8.62e10, "seconds": 0.28},
+    }
+    table = markdown_table(result)
+    assert "| arm | pre-training FLOPs (paper count) |" in table
+    assert "| rtd | 1.31e+11 | 9.35e+10 | 0.350 |" in table
+    assert (
+        "A rtd step costs 1.42x by the paper's count, 1.08x executed, 1.25x on the clock" in table
+    )
+    result["counter"] = "executed"
+    assert "(executed count)" in markdown_table(result)
 
 
 def test_the_plot_draws_each_arm_against_log_flops_with_the_floors(tmp_path: Path) -> None:
@@ -496,7 +550,7 @@ def test_the_table_has_passes_and_says_where_rtd_passes_mlm() -> None:
     from electra.experiments.compare import markdown_table
 
     table = markdown_table(compare_result([0.770, 0.805], [0.780, 0.790], passes=6.0))
-    assert "| arm | pre-training FLOPs | steps | passes | nsmc | mean |" in table
+    assert "| arm | pre-training FLOPs (paper count) | steps | passes | nsmc | mean |" in table
     rtd_last = [ln for ln in table.splitlines() if ln.startswith("| rtd |")][-1]
     assert "| 6 | 80.5 ± 0.4 |" in rtd_last
     assert "| none | 0 | 0 | – | 75.0 ± 0.4 |" in table

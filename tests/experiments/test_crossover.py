@@ -114,3 +114,19 @@ def test_several_tasks_get_a_sentence_each_and_one_for_their_mean() -> None:
     ]
     assert "RTD passes MLM at 4.2e+14 FLOPs (80.5 vs 79.0)" in lines[2]
     assert lines[3].startswith("- Passes over the pre-training blocks")
+
+
+def test_the_best_of_several_rtd_arms_stands_for_rtd() -> None:
+    from electra.experiments.crossover import best_rtd_arm, rtd_arms
+
+    r = result([0.770, 0.780], [0.780, 0.786])
+    ngram = [{**p, "arm": "rtd-ngram"} for p in r["points"] if p["arm"] == "rtd"]
+    for p, score in zip(ngram, (0.775, 0.790), strict=True):
+        p["scores"] = {t: {**s, "median": score} for t, s in p["scores"].items()}
+    r["points"] += ngram
+    assert rtd_arms(r["points"]) == ["rtd", "rtd-ngram"]
+    assert best_rtd_arm(r["points"]) == "rtd-ngram"
+    lines = summary_sentences(r)
+    assert lines[0].startswith("- RTD below is **rtd-ngram**, the best of the RTD arms")
+    assert "RTD passes MLM at 4.2e+14 FLOPs (79.0 vs 78.6)" in lines[1]
+    assert best_rtd_arm(result([0.7], [0.8])["points"]) == "rtd"

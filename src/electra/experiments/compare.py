@@ -62,7 +62,7 @@ from electra.finetune.run import finetune, finetune_args_from, finetune_options
 from electra.model.hf import export_random_discriminator, word_table_key
 from electra.pretrain.config import load_config, resolve_model
 from electra.pretrain.export import export_run
-from electra.pretrain.flops import paper_train_flops_per_step
+from electra.pretrain.flops import executed_matmul_flops_per_step, paper_train_flops_per_step
 from electra.pretrain.objectives import OBJECTIVES
 from electra.pretrain.trainer import Trainer
 from electra.system.files import atomic_write_json
@@ -205,6 +205,8 @@ def arm_run_dir(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> Path:
     recipe, blocks_key = _arm_key(cmd, arm, blocks)
     key = [recipe, cmd.budget_flops, cmd.points, blocks_key]
     key.append({"warmup_share": WARMUP_SHARE})  # runs from before the cap are not resumed
+    if cmd.counter != "paper":  # another counter buys other steps; paper runs keep their names
+        key.append({"counter": cmd.counter})
     return out / f"{arm}-{_fingerprint(key)}"
 
 
@@ -229,19 +231,21 @@ def other_budgets(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> lis
 
 def pretrain_arm(
     cmd: CompareCommand, arm: str, blocks: Path, out: Path
-) -> tuple[list[dict[str, Any]], float]:
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Train one arm to the FLOPs budget; export a checkpoint at each budget point.
 
-    Returns one record per point (steps, FLOPs, passes over the training blocks, HF
-    directory) and the FLOPs of one step. An arm that was stopped (SIGTERM, Ctrl-C,
-    ``run.max_minutes``) resumes from its last checkpoint, exactly; a finished one is reused
-    without building a Trainer. The budget is charged by
-    :func:`electra.pretrain.flops.paper_train_flops_per_step`, the counter the Trainer logs
-    with: a run whose own count differs is refused (:func:`_check_charged`).
+    Returns one record per point (steps, FLOPs by ``cmd.counter`` and by both counters,
+    passes over the training blocks, HF directory) and what one step costs
+    (:func:`step_costs`, with the seconds measured). An arm that was stopped (SIGTERM,
+    Ctrl-C, ``run.max_minutes``) resumes from its last checkpoint, exactly; a finished one
+    is reused without building a Trainer. The budget is charged by ``cmd.counter`` for
+    every arm; the Trainer logs the paper's count, and a run whose own count differs from
+    compare's is refused (:func:`_check_charged`).
     """
     run = arm_run_dir(cmd, arm, blocks, out)
     probe = load_config(cmd.config, [*recipe_overrides(cmd), f"objective.objective='{arm}'"])
-    flops_step = _flops_per_step(probe, blocks)
+    costs = step_costs(probe, blocks)
+    flops_step = costs[cmd.counter]
     steps = int(cmd.budget_flops // flops_step)
     if steps < 10:
         raise ConfigError(
@@ -255,15 +259,17 @@ def pretrain_arm(
     if not done:
         _note_other_budgets(cmd, arm, blocks, out, run, steps)
         _log(
-            f"pre-training {arm}: {steps} steps of {flops_step:.3g} FLOPs = {steps * flops_step:.3g}"
+            f"pre-training {arm}: {steps} steps of {flops_step:.3g} FLOPs ({cmd.counter} "
+            f"count) = {steps * flops_step:.3g}"
         )
         _train_arm(_arm_config(cmd, arm, blocks, run, steps, interval, len(marks)), arm, run)
-    _check_charged(json.loads(summary_path.read_text()), arm, flops_step, run)
-    train_blocks = len(open_blocks(blocks, "train"))
-    records = [_export_mark(arm, run, mark, flops_step) for mark in marks]
+    _check_charged(json.loads(summary_path.read_text()), arm, costs["paper"], run)
+    train = open_blocks(blocks, "train")
+    records = [_export_mark(arm, run, mark, costs, cmd.counter) for mark in marks]
     for r in records:  # each block seen once per pass (run.seed orders them)
-        r["passes"] = r["steps"] * probe.optim.batch_size / train_blocks
-    return records, flops_step
+        r["passes"] = r["steps"] * probe.optim.batch_size / len(train)
+    seconds = measured_step_seconds(run, probe.optim.batch_size * train.block_length)
+    return records, {**costs, "seconds": seconds}
 
 
 def _note_other_budgets(
@@ -360,8 +366,11 @@ def _train_arm(cfg: Any, arm: str, run: Path) -> None:
         )
 
 
-def _export_mark(arm: str, run: Path, mark: int, flops_step: float) -> dict[str, Any]:
-    """The budget point at step ``mark``: its checkpoint exported (once) for fine-tuning."""
+def _export_mark(
+    arm: str, run: Path, mark: int, costs: dict[str, float], counter: str
+) -> dict[str, Any]:
+    """The budget point at step ``mark``: its checkpoint exported (once) for fine-tuning;
+    its FLOPs by ``counter`` (``flops``) and by each counter of ``costs``."""
     ckpt_dir = run / "checkpoints" / f"step-{mark:08d}"
     hf = run / "hf" / f"step-{mark:08d}"
     if not (hf / "generator" / "config.json").is_file():
@@ -371,19 +380,47 @@ def _export_mark(arm: str, run: Path, mark: int, flops_step: float) -> dict[str,
         "arm": arm,
         "run": run.name,
         "steps": mark,
-        "flops": mark * flops_step,
+        "flops": mark * costs[counter],
+        **{f"{name}_flops": mark * per_step for name, per_step in costs.items()},
         "model": str(model),
     }
 
 
-def _flops_per_step(cfg, blocks: Path) -> float:
+def step_costs(cfg: Any, blocks: Path) -> dict[str, float]:
+    """FLOPs of one training step of ``cfg`` on ``blocks`` by both counters.
 
+    ``paper``: :func:`~electra.pretrain.flops.paper_train_flops_per_step`, the official
+    script's count the Trainer logs (embedding lookups as one-hot matmuls, 2 x vocab x
+    width per token and encoder: at the cpu recipe's shape most of what RTD's small
+    generator is charged). ``executed``:
+    :func:`~electra.pretrain.flops.executed_matmul_flops_per_step`, the matmuls the step
+    runs (lookups free, the generator's head at the masked positions only).
+    """
     b = open_blocks(blocks, "train")
     model = resolve_model(cfg, b.vocab_size, "compare")
-    o = cfg.objective
-    return paper_train_flops_per_step(
-        model, cfg.optim.batch_size, b.block_length, o.objective, o.generator_size, o.mask_prob
+    o, batch, seq = cfg.objective, cfg.optim.batch_size, b.block_length
+    paper = paper_train_flops_per_step(
+        model, batch, seq, o.objective, o.generator_size, o.mask_prob
     )
+    masked = round(o.mask_prob * batch * seq)
+    executed = executed_matmul_flops_per_step(
+        model, batch, seq, o.objective, o.generator_size, n_masked=masked
+    )
+    return {"paper": paper, "executed": executed}
+
+
+def measured_step_seconds(run: Path, tokens_per_step: int) -> float | None:
+    """Seconds per step on this machine: the median of the run's logged ``tokens_per_s``
+    (each log interval's own rate, so resumes and the clock between sessions do not count);
+    None when the run logged none."""
+    log = run / "metrics.jsonl"
+    rates = []
+    if log.is_file():
+        for line in log.read_text().splitlines():
+            rate = json.loads(line).get("tokens_per_s") if line.strip() else None
+            if rate:
+                rates.append(float(rate))
+    return tokens_per_step / statistics.median(rates) if rates else None
 
 
 def untrained_encoder(cmd: CompareCommand, blocks: Path, out: Path) -> Path:
@@ -561,15 +598,17 @@ def compare(cmd: CompareCommand) -> dict[str, Any]:
                 "model": str(table),
             }
         )
-    per_step = {}
+    costs = {}
     for arm in cmd.arms:
-        arm_points, per_step[arm] = pretrain_arm(cmd, arm, blocks, out)
+        arm_points, costs[arm] = pretrain_arm(cmd, arm, blocks, out)
         points += arm_points
     floors = finetune_all(cmd, points, out, data_dir)
     result = {
         "command": asdict(cmd),
         "blocks": str(blocks),
-        "flops_per_step": per_step,
+        "counter": cmd.counter,
+        "flops_per_step": {arm: c[cmd.counter] for arm, c in costs.items()},
+        "step_costs": costs,
         "corpus": corpus_size(blocks),
         "points": points,
         "floors": floors,
@@ -587,7 +626,9 @@ def markdown_table(result: dict[str, Any]) -> str:
     """``compare.md``: medians ± std per arm, budget and task, the floors, then in words
     where RTD passes MLM on each task (:func:`electra.experiments.crossover.summary_sentences`)."""
     tasks = list(result["points"][0]["scores"])
-    head = "| arm | pre-training FLOPs | steps | passes | " + " | ".join(tasks) + " | mean |\n"
+    counter = result.get("counter", "paper")
+    head = f"| arm | pre-training FLOPs ({counter} count) | steps | passes | "
+    head += " | ".join(tasks) + " | mean |\n"
     head += "|---|---|---|---|" + "---|" * (len(tasks) + 1) + "\n"
     rows = []
     for p in result["points"]:
@@ -631,7 +672,40 @@ def markdown_table(result: dict[str, Any]) -> str:
         + said
         + "\n".join(words)
         + ("\n" if words else "")
+        + cost_table(result)
     )
+
+
+def cost_table(result: dict[str, Any]) -> str:
+    """What one step of each arm costs by both counters and on the clock, and how much
+    more RTD's costs than MLM's by each: the counter decides how many steps each arm gets
+    (empty for a result from before compare recorded them)."""
+    costs = result.get("step_costs") or {}
+    if not costs:
+        return ""
+    lines = [
+        "\nWhat one pre-training step costs (the budget is charged by the "
+        f"{result.get('counter', 'paper')} count):\n",
+        "| arm | paper FLOPs | executed matmul FLOPs | seconds here (median) |",
+        "|---|---|---|---|",
+    ]
+    for arm, c in costs.items():
+        sec = f"{c['seconds']:.3f}" if c.get("seconds") else "–"
+        lines.append(f"| {arm} | {c['paper']:.3g} | {c['executed']:.3g} | {sec} |")
+    if "mlm" in costs:
+        mlm = costs["mlm"]
+        for arm in (a for a in costs if a != "mlm"):
+            c = costs[arm]
+            ratios = [f"{c['paper'] / mlm['paper']:.2f}x by the paper's count"]
+            ratios.append(f"{c['executed'] / mlm['executed']:.2f}x executed")
+            if c.get("seconds") and mlm.get("seconds"):
+                ratios.append(f"{c['seconds'] / mlm['seconds']:.2f}x on the clock")
+            lines.append(f"\nA {arm} step costs {', '.join(ratios)} an MLM step.")
+    lines.append(
+        "(The paper's count charges every embedding lookup as a one-hot matmul, 2 x vocabulary"
+        " x width per token and encoder; seconds depend on the machine and its load.)"
+    )
+    return "\n".join(lines) + "\n"
 
 
 def _has_pairs(floors: dict[str, Any], tasks: list[str]) -> bool:
@@ -722,7 +796,7 @@ def figure(result: dict[str, Any]) -> Any:
         _plot_floors(ax, (result.get("floors") or {}).get(task) or {})
         ax.set_xscale("log")
         ax.set_title(f"{task} ({result['points'][0]['scores'][task]['metric']})")
-        ax.set_xlabel("pre-training FLOPs per arm (log)")
+        ax.set_xlabel(f"pre-training FLOPs per arm ({result.get('counter', 'paper')} count, log)")
         ax.set_ylabel("test score (median over seeds)")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)

@@ -27,13 +27,33 @@ REPETITION_PASSES = 4.0  # passes over the data beyond which repetition may cap 
 BASELINES = {"none": "the random start", "ppmi table only": "the PPMI table"}
 
 
-def paired_budgets(points: list[dict[str, Any]]) -> list[tuple[dict, dict]]:
-    """(RTD point, MLM point) at each budget, smallest first.
+def rtd_arms(points: list[dict[str, Any]]) -> list[str]:
+    """The replaced-token-detection arms among ``points`` (rtd, rtd-ngram, ...): every
+    pre-trained arm but MLM, in the order they appear."""
+    arms = [p["arm"] for p in points if p["arm"] not in (MLM, *BASELINES)]
+    return list(dict.fromkeys(arms))
+
+
+def best_rtd_arm(points: list[dict[str, Any]]) -> str:
+    """The RTD arm with the highest mean of its tasks' medians at its largest budget
+    (:data:`RTD` when there is none or it is the only one)."""
+    arms = rtd_arms(points)
+    if len(arms) < 2:
+        return arms[0] if arms else RTD
+
+    def final(arm: str) -> float:
+        return _median(max((p for p in points if p["arm"] == arm), key=lambda p: p["flops"]), None)
+
+    return max(arms, key=final)
+
+
+def paired_budgets(points: list[dict[str, Any]], rtd_arm: str = RTD) -> list[tuple[dict, dict]]:
+    """(RTD point, MLM point) at each budget, smallest first; ``rtd_arm`` names the RTD arm.
 
     The arms' marks sit at the same fractions of one budget (each within one step of it),
     so the i-th mark of one arm is paired with the i-th of the other.
     """
-    rtd = sorted((p for p in points if p["arm"] == RTD), key=lambda p: p["flops"])
+    rtd = sorted((p for p in points if p["arm"] == rtd_arm), key=lambda p: p["flops"])
     mlm = sorted((p for p in points if p["arm"] == MLM), key=lambda p: p["flops"])
     return list(zip(rtd, mlm, strict=False))
 
@@ -125,10 +145,10 @@ def floors_clause(result: dict[str, Any], pair: tuple[dict, dict], task: str) ->
     return f"against the floors ({names}) at {_flops(pair)}: {'; '.join(parts)}"
 
 
-def passes_clause(result: dict[str, Any]) -> str | None:
+def passes_clause(result: dict[str, Any], rtd_arm: str = RTD) -> str | None:
     """Passes over the training blocks at each budget, with a warning past
     :data:`REPETITION_PASSES` (None: the points carry no pass count)."""
-    pairs = paired_budgets(result["points"])
+    pairs = paired_budgets(result["points"], rtd_arm)
     if not pairs or any("passes" not in p for pair in pairs for p in pair):
         return None
     each = ", ".join(f"{max(p['passes'] for p in pair):.2g} at {_flops(pair)}" for pair in pairs)
@@ -142,12 +162,22 @@ def passes_clause(result: dict[str, Any]) -> str | None:
 
 
 def summary_sentences(result: dict[str, Any]) -> list[str]:
-    """One sentence per task (and one for the mean of several), then the passes."""
-    pairs = paired_budgets(result["points"])
+    """One sentence per task (and one for the mean of several), then the passes.
+
+    With several RTD arms (rtd, rtd-ngram) the best at its largest budget stands for RTD
+    (:func:`best_rtd_arm`), and a first line says which it is.
+    """
+    arm = best_rtd_arm(result["points"])
+    pairs = paired_budgets(result["points"], arm)
     if not pairs:
         return []
     tasks = list(pairs[0][0]["scores"])
     lines = []
+    if len(others := rtd_arms(result["points"])) > 1:
+        lines.append(
+            f"- RTD below is **{arm}**, the best of the RTD arms ({', '.join(others)}) on the "
+            "mean of the tasks' medians at the largest budget."
+        )
     for task in tasks:
         metric = pairs[0][0]["scores"][task].get("metric", "")
         clauses = [crossover(pairs, task), spread(pairs[-1], task)]
@@ -156,6 +186,6 @@ def summary_sentences(result: dict[str, Any]) -> list[str]:
         lines.append(f"- **{task}** ({metric}, median over seeds): {body}.")
     if len(tasks) > 1:
         lines.append(f"- **mean of the tasks' medians**: {crossover(pairs, None)}.")
-    if passes := passes_clause(result):
+    if passes := passes_clause(result, arm):
         lines.append(f"- {passes}")
     return lines

@@ -139,6 +139,15 @@ class CompareCommand:
             "(AVX512-BF16 or AMX); more in fp32 on older CPUs)."
         },
     )
+    counter: Literal["paper", "executed"] = field(
+        default="paper",
+        metadata={
+            "doc": "What --budget-flops counts: paper (the official script's count, as the "
+            "paper reports: embedding lookups as dense matmuls, so a small RTD step costs "
+            "1.4x an MLM step at the cpu recipe's shape) or executed (the matmuls a step "
+            "runs: 1.08x). Every arm is charged by the same counter; compare.md gives both.",
+        },
+    )
     points: int = field(
         default=2, metadata={"doc": "Checkpoints fine-tuned per arm (evenly spaced in FLOPs)."}
     )
