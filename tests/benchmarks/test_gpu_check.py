@@ -129,3 +129,29 @@ def test_a_step_stopped_by_its_time_limit_stops_its_children(tmp_path: Path) -> 
     status = Path(f"/proc/{int(pid_file.read_text())}/status")
     time.sleep(0.2)
     assert not status.exists() or "State:\tZ" in status.read_text()
+
+
+def test_the_fine_tuning_check_compares_the_device_with_the_cpu() -> None:
+    """Chance accuracy on both devices is parity, not a failure; a device that drifts from
+    the CPU, or a loss that is not finite, fails the check."""
+    import gpu_check
+
+    def res(acc: float, loss: float) -> dict:
+        seed = {"dev": {"accuracy": acc}, "test": {"accuracy": acc}, "dev_loss": loss}
+        return {"seeds": [seed], "floors": {"majority": {"test": {"accuracy": 0.5}}}}
+
+    same = gpu_check.finetune_parity(
+        {"cuda:0": res(0.5, 0.693), "cpu": res(0.5, 0.6931)}, "cuda:0", 2000
+    )
+    assert same["ok"] and "majority 0.5" in same["summary"] and "the CPU: 0.5" in same["summary"]
+    drift = gpu_check.finetune_parity(
+        {"cuda:0": res(0.5, 0.75), "cpu": res(0.5, 0.693)}, "cuda:0", 2000
+    )
+    assert not drift["ok"] and drift["dev_loss_diff"] > gpu_check.FINETUNE_LOSS_TOLERANCE
+    worse = gpu_check.finetune_parity(
+        {"cuda:0": res(0.5, 0.69), "cpu": res(0.6, 0.69)}, "cuda:0", 2000
+    )
+    assert not worse["ok"]
+    nan = gpu_check.finetune_parity({"cpu": res(0.5, float("nan"))}, "cpu", 200)
+    assert not nan["ok"] and "not finite" in nan["summary"]
+    assert gpu_check.finetune_parity({"cpu": res(0.5, 0.69)}, "cpu", 200)["ok"]
