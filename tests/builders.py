@@ -41,6 +41,28 @@ def cli_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "electra.cli", *args]
 
 
+def tiny_pretrain_args(blocks: Path, run: Path, *extra: str) -> list[str]:
+    """``pretrain`` ARGS of the tiny config on ``blocks`` into ``run``, on the CPU (exactness
+    is tested there; never cuda:1 for a second rank), a loss logged every step, no eval, no
+    export; ``extra`` overrides after these."""
+    return [
+        "pretrain",
+        "--config",
+        "tiny",
+        "--data",
+        str(blocks),
+        "-o",
+        str(run),
+        "--set",
+        "run.progress=false",
+        "run.device='cpu'",
+        "run.log_every=1",
+        "run.eval_every=0",
+        "run.export=false",
+        *extra,
+    ]
+
+
 def write_tokenizer_dir(path: Path, vocab: list[str] | Path, lowercase: bool) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     if isinstance(vocab, Path):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from builders import cli_env
+from builders import cli_env, tiny_pretrain_args
 from safetensors.torch import load_file
 
 from electra.model import checkpoint as ckpt
@@ -40,29 +40,9 @@ def _free_port() -> int:
 def _args(blocks: Path, run: Path, *extra: str) -> list[str]:
     """``electra pretrain`` on the tiny config: global batch 8, no dropout (so that 2 ranks
     can match 1 up to the order of the gradient all-reduce), a checkpoint every 5 steps."""
-    return [
-        "-m",
-        "electra.cli",
-        "pretrain",
-        "--config",
-        "tiny",
-        "--data",
-        str(blocks),
-        "-o",
-        str(run),
-        "--set",
-        "run.progress=false",
-        "run.device='cpu'",
-        "run.log_every=1",
-        "run.eval_every=0",
-        "run.export=false",
-        "run.save_every=5",
-        f"optim.max_steps={STEPS}",
-        "optim.batch_size=8",
-        "model.hidden_dropout_prob=0.0",
-        "model.attention_probs_dropout_prob=0.0",
-        *extra,
-    ]
+    settings = [f"optim.max_steps={STEPS}", "optim.batch_size=8", "run.save_every=5"]
+    settings += ["model.hidden_dropout_prob=0.0", "model.attention_probs_dropout_prob=0.0"]
+    return ["-m", "electra.cli", *tiny_pretrain_args(blocks, run, *settings, *extra)]
 
 
 def _env() -> dict[str, str]:

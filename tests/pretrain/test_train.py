@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from builders import tiny_config
+from builders import tiny_config, tiny_pretrain_args
 
 from electra.config import ConfigError
 from electra.model import checkpoint as ckpt
@@ -168,23 +168,7 @@ def _wait_for_step(run: Path, step: int, proc: subprocess.Popen, timeout: float 
 
 
 def _pretrain_args(blocks: Path, run: Path, *extra: str) -> list[str]:
-    return cli(
-        "pretrain",
-        "--config",
-        "tiny",
-        "--data",
-        str(blocks),
-        "-o",
-        str(run),
-        "--set",
-        "run.progress=false",
-        "run.device='cpu'",  # exactness is tested on CPU; never cuda:1 for a second rank
-        "run.log_every=1",
-        "run.eval_every=0",
-        "run.export=false",
-        "optim.max_steps=40",
-        *extra,
-    )
+    return cli(*tiny_pretrain_args(blocks, run, "optim.max_steps=40", *extra))
 
 
 @pytest.mark.slow
@@ -245,11 +229,16 @@ def test_truncated_checkpoint_is_detected_and_the_previous_used(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("engine", ["ddp", "fsdp"])
+@pytest.mark.parametrize(
+    ("engine", "objective"), [("ddp", "rtd"), ("fsdp", "rtd"), ("ddp", "rtd-ngram")]
+)
 def test_two_processes_match_one_and_only_rank0_writes(
-    blocks: Path, tmp_path: Path, engine: str
+    blocks: Path, tmp_path: Path, engine: str, objective: str
 ) -> None:
+    """rtd-ngram too: its count table is built from the training blocks on every rank and
+    must be the same table, or the ranks draw different replacements."""
     common = (
+        f"objective.objective='{objective}'",
         "optim.max_steps=6",
         "optim.batch_size=8",
         "run.save_every=3",
