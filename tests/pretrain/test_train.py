@@ -392,3 +392,20 @@ def test_pretraining_tests_pin_the_cpu(tmp_path) -> None:
     """On a GPU machine the exactness tests must still run where they were written for."""
     assert tiny_config(tmp_path, tmp_path).run.device == "cpu"
     assert "run.device='cpu'" in _pretrain_args(tmp_path, tmp_path)
+
+
+def test_pretraining_without_dropout_exports_the_model_rates(blocks: Path, tmp_path: Path) -> None:
+    """``optim.dropout = false`` trains exactly as a model whose rates are 0 (same losses,
+    bit for bit), yet the exported config keeps the recipe's rates for fine-tuning."""
+    common = ("optim.max_steps=4", "run.log_every=1", "run.eval_every=0")
+    off = tmp_path / "off"
+    Trainer(tiny(blocks, off, *common, "optim.dropout=false")).fit()
+    zero = tmp_path / "zero"
+    rates = ("model.hidden_dropout_prob=0.0", "model.attention_probs_dropout_prob=0.0")
+    Trainer(tiny(blocks, zero, *common, *rates, "run.export=false")).fit()
+    on = tmp_path / "on"
+    Trainer(tiny(blocks, on, *common, "run.export=false")).fit()
+    assert losses(off) == losses(zero) != losses(on)
+    exported = json.loads((off / "hf" / "discriminator" / "config.json").read_text())
+    assert exported["hidden_dropout_prob"] == 0.1
+    assert exported["attention_probs_dropout_prob"] == 0.1

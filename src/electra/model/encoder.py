@@ -69,6 +69,19 @@ class Dropout(nn.Dropout):
         return dropout(x, self.p, self.training)
 
 
+def disable_dropout(module: nn.Module) -> int:
+    """Set every dropout under ``module`` to 0 (the :class:`Dropout` layers and the
+    attention blocks' ``dropout_p``); returns how many were on. Training only: the model's
+    config keeps its rates, so what is exported fine-tunes with them."""
+    on = 0
+    for m in module.modules():
+        if isinstance(m, nn.Dropout) and m.p > 0:
+            m.p, on = 0.0, on + 1
+        if getattr(m, "dropout_p", 0.0) > 0:
+            m.dropout_p, on = 0.0, on + 1
+    return on
+
+
 def activation(name: str) -> nn.Module:
     """The feed-forward activation named in a config (HF names)."""
     if name == "gelu":

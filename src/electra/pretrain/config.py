@@ -234,6 +234,13 @@ class OptimConfig:
     )
     grad_accum: int = field(default=1, metadata={"doc": "Micro-batches per optimizer step."})
     grad_clip: float = field(default=1.0, metadata={"doc": "Max global gradient norm (0: off)."})
+    dropout: bool = field(
+        default=True,
+        metadata={
+            "doc": "Dropout in pre-training at the model's rates; false: none (as Cramming "
+            "trains). The exported config keeps the rates, so fine-tuning uses them."
+        },
+    )
 
 
 @dataclass

@@ -63,6 +63,7 @@ from electra.blocks.read import BlockLoader, Blocks, batch_indices, open_blocks
 from electra.config import ConfigError, to_dict
 from electra.model import checkpoint as ckpt
 from electra.model.config import ElectraConfig, generator_config
+from electra.model.encoder import disable_dropout
 from electra.model.optim import (
     NonFiniteError,
     NonFiniteSteps,
@@ -213,6 +214,8 @@ class Trainer:
         resolved = self._resolved(model_cfg, gen_cfg, special, train, start)
         torch.manual_seed(_mix_seed(cfg.run.seed, 0x1417))  # the same initial weights on every rank
         model = ElectraForPretraining(model_cfg, cfg.objective, special, gen_cfg).to(env.device)
+        if not cfg.optim.dropout:
+            disable_dropout(model)  # pre-training only: the exported config keeps the rates
         step, position, state = self._restore(model, out)
         if start is not None and state is None:
             for note in load_start_weights(model, start.init or cfg.init):
