@@ -9,6 +9,7 @@ from electra.model.config import preset
 from electra.model.encoder import (
     ElectraDiscriminator,
     ElectraGenerator,
+    _attend,
     _attention_with_dropout,
     dropout,
 )
@@ -43,6 +44,28 @@ def test_eager_attention_matches_sdpa_without_drops() -> None:
     want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     got = _attention_with_dropout(q, k, v, mask, 1e-9)  # threshold rounds to "never drop"
     assert torch.allclose(got, want, atol=1e-6)
+
+
+def test_bf16_attention_on_the_cpu_takes_the_plain_path_and_matches_sdpa(monkeypatch) -> None:
+    """In bf16 on a CPU the plain matmuls are faster than SDPA's fused kernel (encoder.py),
+    with or without dropout; they must agree with SDPA within bf16 rounding, masks included.
+    fp32 without dropout stays on SDPA."""
+    import electra.model.encoder as encoder
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 9, 16, generator=g) for _ in range(3))
+    mask = torch.ones(2, 1, 1, 9, dtype=torch.bool)
+    mask[1, ..., 6:] = False
+    calls = []
+    real = encoder._attention_with_dropout
+    monkeypatch.setattr(
+        encoder, "_attention_with_dropout", lambda *a: calls.append(a[-1]) or real(*a)
+    )
+    want = _attend(q, k, v, 2, mask, 0.0)  # fp32: SDPA
+    assert calls == []
+    got = _attend(q.bfloat16(), k.bfloat16(), v.bfloat16(), 2, mask, 0.0)
+    assert calls == [0.0] and got.dtype == torch.bfloat16
+    assert torch.allclose(got.float(), want, atol=3e-2, rtol=2e-2)
 
 
 def test_shapes_and_names_follow_hugging_face() -> None:
