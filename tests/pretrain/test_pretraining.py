@@ -313,6 +313,29 @@ def test_fused_generator_loss_matches_cross_entropy_and_samples_softmax() -> Non
     assert torch.allclose(freq, probs, atol=0.015)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_fused_generator_loss_does_not_depend_on_its_row_slices(monkeypatch, dtype) -> None:
+    """On a CPU the fused loss runs FUSED_ROWS rows at a time (cache-sized); loss, samples,
+    argmax and gradient must be bit for bit those of one pass over all rows."""
+    import electra.pretrain.objective as P
+
+    g = torch.Generator().manual_seed(1)
+    base = (3 * torch.randn(37, 300, generator=g)).to(dtype)  # 37: not a multiple of a slice
+    labels = torch.randint(0, 300, (37,), generator=g)
+    noise = torch.rand(37, 1, generator=g)
+
+    def run(rows: int) -> tuple:
+        monkeypatch.setattr(P, "FUSED_ROWS", rows)
+        x = base.clone().requires_grad_(True)
+        loss, sampled, argmax = P._FusedMLMLoss.apply(x, labels, noise)
+        loss.backward()
+        return loss.detach(), sampled, argmax, x.grad
+
+    whole = run(1000)
+    for rows in (1, 5, 16):
+        assert all(torch.equal(a, b) for a, b in zip(run(rows), whole, strict=True)), rows
+
+
 def test_disc_mlm_is_off_by_default_and_adds_a_corrective_lm_loss_when_on() -> None:
     assert ObjectiveConfig().disc_mlm_weight == 0.0
     plain = model().eval()  # no dropout: the two losses are compared

@@ -359,29 +359,56 @@ class _FusedMLMLoss(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, logits: Tensor, labels: Tensor, noise: Tensor):  # type: ignore[override]
-        x = logits.float()
-        if x.data_ptr() == logits.data_ptr():
-            x = x.clone()
-        rows = torch.arange(x.shape[0], device=x.device)
-        target = x[rows, labels]
-        top, argmax = x.max(dim=-1)
-        x.sub_(top[:, None]).exp_()  # unnormalised probabilities, max 1
-        total = x.sum(dim=-1)
-        loss = (total.log() + top - target).mean()
-        sampled = sample_from_weights(x, noise[:, 0])
-        x.div_(total[:, None])
-        x[rows, labels] -= 1.0
-        x.div_(max(x.shape[0], 1))
+        n = logits.shape[0]
+        grad = torch.empty(logits.shape, dtype=saved_grad_dtype(logits.dtype), device=logits.device)
+        per_row = torch.empty(n, dtype=torch.float32, device=logits.device)
+        sampled = torch.empty(n, dtype=torch.long, device=logits.device)
+        argmax = torch.empty(n, dtype=torch.long, device=logits.device)
+        step = FUSED_ROWS if logits.device.type == "cpu" else max(n, 1)
+        for start in range(0, n, step):
+            rows = slice(start, start + step)
+            per_row[rows], sampled[rows], argmax[rows] = _fused_rows(
+                logits[rows], labels[rows], noise[rows, 0], grad[rows], n
+            )
         ctx.logits_dtype = logits.dtype
-        ctx.save_for_backward(x.to(saved_grad_dtype(logits.dtype)))
+        ctx.save_for_backward(grad)
         ctx.mark_non_differentiable(sampled, argmax)
-        return loss, sampled, argmax
+        return per_row.mean(), sampled, argmax
 
     @staticmethod
     def backward(ctx, grad_loss: Tensor, _s: Tensor, _a: Tensor):  # type: ignore[override]
         (grad,) = ctx.saved_tensors
         grad = grad.mul_(grad_loss.to(grad.dtype))  # backward runs once: in place
         return grad.to(ctx.logits_dtype), None, None
+
+
+FUSED_ROWS = 16  # measured: 16 and 64 rows 1.6x, 8 rows 1.2x, 4 rows 1.0x (Zen 5, one thread)
+"""Rows of the generator's (N, V) logits per pass of :class:`_FusedMLMLoss` on a CPU: their
+fp32 copy (1 MB at a 16,000-id vocabulary) stays in a core's cache through the max, exp,
+sum, sample and gradient passes instead of streaming (N, V) through memory five times. On a
+GPU all rows go at once (every pass is one kernel launch)."""
+
+
+def _fused_rows(
+    logits: Tensor, labels: Tensor, noise: Tensor, grad: Tensor, n: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    """One slice of rows of :class:`_FusedMLMLoss`: each row's loss term, its sample and its
+    argmax; ``grad`` (the slice's rows of the saved gradient) is filled with
+    ``(softmax - onehot) / n``. Every operation is row by row, so the result does not
+    depend on how the rows are sliced."""
+    x = logits.float()
+    if x.data_ptr() == logits.data_ptr():
+        x = x.clone()
+    rows = torch.arange(x.shape[0], device=x.device)
+    target = x[rows, labels]
+    top, argmax = x.max(dim=-1)
+    x.sub_(top[:, None]).exp_()  # unnormalised probabilities, max 1
+    total = x.sum(dim=-1)
+    sampled = sample_from_weights(x, noise)
+    x.div_(total[:, None])
+    x[rows, labels] -= 1.0
+    grad.copy_(x.div_(max(n, 1)))
+    return total.log() + top - target, sampled, argmax
 
 
 def saved_grad_dtype(logits_dtype: torch.dtype) -> torch.dtype:
