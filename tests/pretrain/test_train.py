@@ -409,3 +409,5 @@ def test_pretraining_without_dropout_exports_the_model_rates(blocks: Path, tmp_p
     exported = json.loads((off / "hf" / "discriminator" / "config.json").read_text())
     assert exported["hidden_dropout_prob"] == 0.1
     assert exported["attention_probs_dropout_prob"] == 0.1
+    card = (off / "hf" / "discriminator" / "README.md").read_text()
+    assert "no dropout in pre-training (the config's rates apply when fine-tuning)" in card

@@ -71,6 +71,7 @@ def card_facts(config: dict[str, Any], step: int, summary: dict[str, Any] | None
         "train_flops": step * per_step,
         "learning_rate": optim["learning_rate"],
         "warmup_steps": optim["warmup_steps"],
+        "dropout": optim.get("dropout", True),
         "max_steps": optim["max_steps"],
         "batch_size": optim["batch_size"],
         "block_length": length,
@@ -216,6 +217,11 @@ def model_card(kind: str, facts: dict[str, Any]) -> str:
         f"- training FLOPs: {facts['train_flops']:.3g} (counted as the ELECTRA paper does)",
         f"- peak learning rate {facts['learning_rate']:g}, {facts['warmup_steps']} warm-up steps,"
         f" linear decay to zero at step {facts['max_steps']:,}",
+        *(
+            []
+            if facts.get("dropout", True)
+            else ["- no dropout in pre-training (the config's rates apply when fine-tuning)"]
+        ),
         "",
         "## Data",
         "",
