@@ -302,9 +302,35 @@ def mask_batch(
         random_pos = is_masked & (u >= 0.8) & (u < 0.9)
         random_ids = _randint(rng, special.vocab_size, (B, L), input_ids.device)
         corrupted = torch.where(random_pos, random_ids, corrupted)
-    positions = is_masked.reshape(-1).nonzero().squeeze(-1)  # the one sync: N varies
+    positions = flat_positions(is_masked, _known_count(rng))
     labels = input_ids.reshape(-1).index_select(0, positions)
     return Masked(corrupted, is_masked, positions, labels)
+
+
+def _known_count(rng: Randomness) -> int | None:
+    """How many positions the batch masks, when the host already knows it (a
+    :class:`SampleRNG` given ``picks``, as the trainer gives it): no need to ask the device."""
+    if isinstance(rng, SampleRNG) and rng.picks is not None:
+        return sum(rng.picks)
+    return None
+
+
+def flat_positions(is_masked: Tensor, count: int | None = None) -> Tensor:
+    """(N,) ascending flat indices of the True entries of (B, L) ``is_masked``.
+
+    ``nonzero`` must copy N to the host before it can allocate its output: a sync per
+    micro-batch on a GPU. With N known on the host (``count``) the output's size is known
+    too: ``nonzero_static``, or where a device lacks it (CUDA before torch 2.6) a sort of
+    the indices with the unmasked ones pushed last; the same indices in the same order.
+    """
+    flat = is_masked.reshape(-1)
+    if count is None:
+        return flat.nonzero().squeeze(-1)  # N varies per batch: a sync
+    try:
+        return torch.nonzero_static(flat, size=count).squeeze(-1)
+    except (NotImplementedError, RuntimeError):  # no kernel for this device
+        index = torch.arange(flat.numel(), device=flat.device)
+        return torch.where(flat, index, flat.numel()).sort().values[:count]
 
 
 SAMPLE_CHUNK = 256
