@@ -36,9 +36,13 @@ from electra.system.locks import DirectoryLock
 lock = DirectoryLock(sys.argv[1], command="the holder")
 lock.acquire()
 child = os.fork() if "--fork" in sys.argv else None  # a worker that outlives its parent
+ready = os.path.join(sys.argv[1], "child-ready")  # the child ran its at-fork hooks
 if child == 0:
+    open(ready, "w").close()
     time.sleep(120)
     os._exit(0)
+while child and not os.path.exists(ready):  # on a loaded machine it may not have run yet
+    time.sleep(0.01)
 print("held", child or "", flush=True)
 sys.stdin.read()  # until the test closes stdin (or kills this process)
 lock.release()
