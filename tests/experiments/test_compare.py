@@ -96,8 +96,19 @@ def test_arm_runs_are_keyed_by_their_recipe(blocks: Path, tmp_path: Path) -> Non
         CompareCommand(
             config="tiny", budget_flops=1e10, set=["objective.embedding_sharing='gdes'"]
         ),
+        CompareCommand(config="tiny", budget_flops=1e10, set=["optim.dropout=false"]),
     ]
     others = {arm_run_dir(c, "rtd", blocks, tmp_path) for c in changed}
+    # A field added later keys nothing at the value that behaves as before it existed, so
+    # runs trained before it keep their names (and are reused and resumed).
+    from electra.experiments.compare import ADDED_SINCE, _arm_key
+
+    for (section, name), before in ADDED_SINCE.items():
+        same = CompareCommand(
+            config="tiny", budget_flops=1e10, set=[f"{section}.{name}={json.dumps(before)}"]
+        )
+        assert arm_run_dir(same, "rtd", blocks, tmp_path) == run
+        assert name not in _arm_key(base, "rtd", blocks)[0][section]
     # A time limit changes no weight: the arm it stopped resumes without it.
     clock = ["run.max_minutes=5.0", "run.save_every_minutes=1.0"]
     assert (

@@ -191,7 +191,17 @@ def _arm_key(cmd: CompareCommand, arm: str, blocks: Path) -> list[Any]:
     recipe.data.blocks = str(blocks)
     clock = load_config(cmd.config).run  # the config's own: runs keyed before keep their names
     recipe.run.max_minutes, recipe.run.save_every_minutes = 0.0, clock.save_every_minutes
-    return [dataclasses.asdict(recipe), blocks_id(blocks)]
+    key = dataclasses.asdict(recipe)
+    for (section, name), before in ADDED_SINCE.items():  # at the old behaviour: not keyed
+        if key[section].get(name) == before:
+            del key[section][name]
+    return [key, blocks_id(blocks)]
+
+
+# Recipe fields added after runs were keyed, with the value that behaves as before they
+# existed: at that value a field keys nothing, so a run trained before it keeps its name and
+# is still reused and resumed.
+ADDED_SINCE: dict[tuple[str, str], Any] = {("optim", "dropout"): True}
 
 
 def arm_run_dir(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> Path:
