@@ -326,11 +326,17 @@ def flat_positions(is_masked: Tensor, count: int | None = None) -> Tensor:
     flat = is_masked.reshape(-1)
     if count is None:
         return flat.nonzero().squeeze(-1)  # N varies per batch: a sync
-    try:
-        return torch.nonzero_static(flat, size=count).squeeze(-1)
-    except (NotImplementedError, RuntimeError):  # no kernel for this device
-        index = torch.arange(flat.numel(), device=flat.device)
-        return torch.where(flat, index, flat.numel()).sort().values[:count]
+    if flat.device.type not in _NO_NONZERO_STATIC:
+        try:
+            return torch.nonzero_static(flat, size=count).squeeze(-1)
+        except (NotImplementedError, RuntimeError):  # no kernel: asked once per device type
+            _NO_NONZERO_STATIC.add(flat.device.type)
+    index = torch.arange(flat.numel(), device=flat.device)
+    return torch.where(flat, index, flat.numel()).sort().values[:count]
+
+
+_NO_NONZERO_STATIC: set[str] = set()
+"""Device types found without a ``nonzero_static`` kernel: not tried (and caught) again."""
 
 
 SAMPLE_CHUNK = 256
