@@ -121,6 +121,30 @@ def test_arm_runs_are_keyed_by_their_recipe(blocks: Path, tmp_path: Path) -> Non
     assert arm_run_dir(base, "mlm", blocks, tmp_path).name.startswith("mlm-")
 
 
+def test_the_same_blocks_by_another_path_find_the_same_arm(
+    blocks: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Relative, absolute or a copy: the blocks' content keys an arm, not the path; a run
+    keyed by the path (as before) is still found by that path, and only by it."""
+    import shutil
+
+    from electra.experiments.compare import _fingerprint, _run_key
+
+    cmd = CompareCommand(config="tiny", budget_flops=1e10)
+    out = tmp_path / "out"
+    copy = tmp_path / "copy" / "blocks"
+    shutil.copytree(blocks, copy)
+    monkeypatch.chdir(tmp_path)
+    run = arm_run_dir(cmd, "rtd", blocks, out)
+    assert arm_run_dir(cmd, "rtd", copy, out) == run
+    assert arm_run_dir(cmd, "rtd", Path("copy/blocks"), out) == run
+    old = out / f"rtd-{_fingerprint(_run_key(cmd, 'rtd', copy, by_path=True))}"
+    assert old != run
+    old.mkdir(parents=True)  # an arm trained before: keyed by the path it was named by
+    assert arm_run_dir(cmd, "rtd", copy, out) == old
+    assert arm_run_dir(cmd, "rtd", Path("copy/blocks"), out) == run
+
+
 def test_small_budgets_cap_the_warmup_equally_for_every_arm(tmp_path: Path) -> None:
     """The `small` recipe warms up for 10,000 steps: an arm of 2,000 steps would end with
     its learning rate at a fifth of its peak; capped at 10%, every arm peaks at 10%."""

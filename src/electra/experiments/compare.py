@@ -185,10 +185,12 @@ def corpus_size(blocks: Path) -> dict[str, int]:
     return {"train_tokens": int(train["tokens"]), "train_blocks": int(train["blocks"])}
 
 
-def _arm_key(cmd: CompareCommand, arm: str, blocks: Path) -> list[Any]:
-    """What keys an arm's run, but its budget and points: its recipe and blocks."""
+def _arm_key(cmd: CompareCommand, arm: str, blocks: Path, by_path: bool = False) -> list[Any]:
+    """What keys an arm's run, but its budget and points: its recipe and the blocks'
+    content (:func:`blocks_id`), not the path they were named by (``by_path``: as runs
+    were keyed before, when ``data/blocks`` and ``./data/blocks`` trained twice)."""
     recipe = load_config(cmd.config, [*recipe_overrides(cmd), f"objective.objective='{arm}'"])
-    recipe.data.blocks = str(blocks)
+    recipe.data.blocks = str(blocks) if by_path else ""
     clock = load_config(cmd.config).run  # the config's own: runs keyed before keep their names
     recipe.run.max_minutes, recipe.run.save_every_minutes = 0.0, clock.save_every_minutes
     key = dataclasses.asdict(recipe)
@@ -210,14 +212,23 @@ def arm_run_dir(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> Path:
     Changing the config, a ``--set``, the blocks or the budget therefore never reuses
     (or resumes) a run trained with other settings. When a run stops (``run.max_minutes``)
     and how often it saves by the clock change no weight, so they key nothing: an arm
-    stopped by a time limit resumes without it.
+    stopped by a time limit resumes without it. Nor does the path the blocks are named by:
+    ``data/blocks``, its absolute path or a copy find the same run (a run keyed by the
+    path, as before, is still found by it).
     """
-    recipe, blocks_key = _arm_key(cmd, arm, blocks)
+    here = out / f"{arm}-{_fingerprint(_run_key(cmd, arm, blocks))}"
+    before = out / f"{arm}-{_fingerprint(_run_key(cmd, arm, blocks, by_path=True))}"
+    return before if before.is_dir() and not here.is_dir() else here  # old runs keep theirs
+
+
+def _run_key(cmd: CompareCommand, arm: str, blocks: Path, by_path: bool = False) -> list[Any]:
+    """The whole key of an arm's run: :func:`_arm_key` with the budget and its counter."""
+    recipe, blocks_key = _arm_key(cmd, arm, blocks, by_path)
     key = [recipe, cmd.budget_flops, cmd.points, blocks_key]
     key.append({"warmup_share": WARMUP_SHARE})  # runs from before the cap are not resumed
     if cmd.counter != "paper":  # another counter buys other steps; paper runs keep their names
         key.append({"counter": cmd.counter})
-    return out / f"{arm}-{_fingerprint(key)}"
+    return key
 
 
 ARM_FILE = "compare_arm.json"  # in an arm's run directory: its recipe key, budget and points
@@ -230,11 +241,12 @@ def other_budgets(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> lis
     so an arm trained to B is not the start of one trained to 2B); compare names them
     before training anew, so a user who meant to reuse one knows why it is not.
     """
-    key, here = _fingerprint(_arm_key(cmd, arm, blocks)), arm_run_dir(cmd, arm, blocks, out)
+    keys = {_fingerprint(_arm_key(cmd, arm, blocks, by_path)) for by_path in (False, True)}
+    here = arm_run_dir(cmd, arm, blocks, out)
     found = []
     for f in sorted(out.glob(f"{arm}-*/{ARM_FILE}")):
         record = json.loads(f.read_text())
-        if f.parent != here and record.get("recipe") == key:
+        if f.parent != here and record.get("recipe") in keys:
             found.append({**record, "run": f.parent.name})
     return found
 
