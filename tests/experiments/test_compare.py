@@ -121,6 +121,30 @@ def test_arm_runs_are_keyed_by_their_recipe(blocks: Path, tmp_path: Path) -> Non
     assert arm_run_dir(base, "mlm", blocks, tmp_path).name.startswith("mlm-")
 
 
+def test_a_variant_arm_is_keyed_by_the_recipe_its_overrides_make(
+    blocks: Path, tmp_path: Path
+) -> None:
+    from electra.experiments.compare import check_arms
+
+    base = CompareCommand(config="tiny", budget_flops=1e10)
+    plain = arm_run_dir(base, "rtd", blocks, tmp_path)
+    lever = arm_run_dir(base, "rtd:optim.dropout=false", blocks, tmp_path)
+    assert lever != plain and lever.name.startswith("rtd-")
+    # the same lever by --set for every arm: the same recipe, so the same run
+    by_set = CompareCommand(config="tiny", budget_flops=1e10, set=["optim.dropout=false"])
+    assert arm_run_dir(by_set, "rtd", blocks, tmp_path) == lever
+    assert arm_run_dir(base, "rtd:optim.dropout=true", blocks, tmp_path) == plain  # no change
+    assert arm_run_dir(base, "mlm:optim.dropout=false", blocks, tmp_path).name.startswith("mlm-")
+    # a bad override fails before any arm trains, naming the arm's key
+    arms = ["rtd", "mlm", "rtd:optim.not_a_field=1"]
+    with pytest.raises(ConfigError, match="not_a_field"):
+        check_arms(CompareCommand(config="tiny", arms=arms))
+    with pytest.raises(ConfigError, match="optim.max_steps is set by compare"):
+        check_arms(CompareCommand(config="tiny", arms=["rtd:optim.max_steps=5"]))
+    names = [a.name for a in check_arms(CompareCommand(config="tiny", arms=arms[:2]))]
+    assert names == ["rtd", "mlm"]
+
+
 def test_the_same_blocks_by_another_path_find_the_same_arm(
     blocks: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -613,3 +637,29 @@ def test_a_larger_budget_trains_anew_and_names_the_run_it_does_not_continue(
     assert other_budgets(cmd, "rtd", blocks, out) == []  # not itself
     other_recipe = dataclasses.replace(larger, set=[*cmd.set, "optim.learning_rate=1e-4"])
     assert other_budgets(other_recipe, "rtd", blocks, out) == []  # another recipe: not named
+
+
+def test_a_variant_arm_gets_its_own_line_row_and_cost() -> None:
+    from builders import _seed_score, compare_result
+
+    from electra.experiments.compare import figure, markdown_table
+
+    result = compare_result([0.77, 0.79], [0.78, 0.785])
+    lever = "rtd:objective.disc_mlm_weight=1"
+    result["points"] += [
+        {**p, "arm": lever, "scores": {"nsmc": _seed_score(0.80)}}
+        for p in result["points"]
+        if p["arm"] == "rtd"
+    ]
+    result["step_costs"] = {
+        "rtd": {"paper": 1.31e11, "executed": 9.35e10},
+        "mlm": {"paper": 9.23e10, "executed": 8.62e10},
+        lever: {"paper": 1.33e11, "executed": 9.4e10},
+    }
+    table = markdown_table(result)
+    assert f"| {lever} | " in table
+    assert f"A {lever} step costs 1.44x by the paper's count" in table
+    assert f"RTD below is **{lever}**, the best of the RTD arms" in table
+    labels = figure(result).axes[0].get_legend_handles_labels()[1]
+    assert "ELECTRA (RTD) + objective.disc_mlm_weight=1" in labels
+    assert labels.count("ELECTRA (RTD)") == 1

@@ -130,3 +130,22 @@ def test_the_best_of_several_rtd_arms_stands_for_rtd() -> None:
     assert lines[0].startswith("- RTD below is **rtd-ngram**, the best of the RTD arms")
     assert "RTD passes MLM at 4.2e+14 FLOPs (79.0 vs 78.6)" in lines[1]
     assert best_rtd_arm(result([0.7], [0.8])["points"]) == "rtd"
+
+
+def test_variants_of_mlm_are_mlm_arms_and_the_best_stands_for_mlm() -> None:
+    from builders import _seed_score
+
+    from electra.experiments.crossover import best_mlm_arm, mlm_arms, rtd_arms
+
+    r = result([0.790], [0.780])
+    lever = "mlm:optim.dropout=false"
+    r["points"] += [
+        {**p, "arm": lever, "scores": {"nsmc": _seed_score(0.795)}}
+        for p in r["points"]
+        if p["arm"] == "mlm"
+    ]
+    assert rtd_arms(r["points"]) == ["rtd"] and mlm_arms(r["points"]) == ["mlm", lever]
+    assert best_mlm_arm(r["points"]) == lever
+    lines = summary_sentences(r)
+    assert lines[0].startswith(f"- MLM below is **{lever}**, the best of the MLM arms")
+    assert "RTD trails MLM at 4.2e+14 FLOPs (79.0 vs 79.5)" in lines[1]  # against the best

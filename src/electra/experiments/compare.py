@@ -53,9 +53,10 @@ from electra.blocks.options import PrepareCommand
 from electra.blocks.prepare import prepare
 from electra.blocks.read import open_blocks
 from electra.config import ConfigError, Override
-from electra.experiments.crossover import summary_sentences
+from electra.experiments.arms import Arm, as_arm, objective_of, parse_arms
+from electra.experiments.crossover import MLM, summary_sentences
 from electra.experiments.heldout import unscored_reviews, unscored_task_text
-from electra.experiments.options import CompareCommand
+from electra.experiments.options import ARM_KEYS, CompareCommand
 from electra.finetune.baselines import floor_scores
 from electra.finetune.results import results_complete
 from electra.finetune.run import finetune, finetune_args_from, finetune_options
@@ -71,7 +72,7 @@ from electra.system.workers import processes_used, run_jobs
 from electra.text.corpus import ReadOptions
 from electra.text.vocabulary import train_tokenizer
 
-ARMS = tuple(OBJECTIVES)
+ARMS = tuple(OBJECTIVES)  # the plain arms; a variant is OBJECTIVE:KEY=VALUE (arms.py)
 # The point of a recipe with init.token_embeddings = "ppmi": its table on random layers.
 TABLE_ARM = "ppmi table only"
 _COLOURS = {
@@ -81,14 +82,13 @@ _COLOURS = {
 }  # plot colour of each arm (else matplotlib's)
 
 
-def check_arms(arms: list[str]) -> None:
-    """ConfigError unless ``arms`` is a non-empty list of distinct objective names."""
-    unknown = [a for a in arms if a not in ARMS]
-    if not arms or unknown or len(set(arms)) != len(arms):
-        raise ConfigError(
-            f"arms: {arms} must be distinct names among {list(ARMS)}"
-            + (f" ({unknown} unknown)" if unknown else "")
-        )
+def check_arms(cmd: CompareCommand) -> list[Arm]:
+    """The parsed ``--arms`` (:mod:`electra.experiments.arms`), each arm's recipe loaded
+    once, so that a bad override fails before the first arm trains, not an hour later."""
+    arms = parse_arms(cmd.arms, ARM_KEYS)
+    for arm in arms:
+        load_config(cmd.config, arm_overrides(cmd, arm))
+    return arms
 
 
 def _log(msg: str) -> None:
@@ -167,6 +167,11 @@ def recipe_overrides(cmd: CompareCommand) -> list[Override]:
     return [*cmd.set, *cmd.flags.items()]
 
 
+def arm_overrides(cmd: CompareCommand, arm: Arm) -> list[Override]:
+    """An arm's recipe: the shared overrides, then the arm's own, then its objective."""
+    return [*recipe_overrides(cmd), *arm.overrides, f"objective.objective='{arm.objective}'"]
+
+
 def blocks_id(blocks: Path) -> str:
     """The content fingerprint of prepared blocks (their manifest's), not their path.
 
@@ -185,11 +190,12 @@ def corpus_size(blocks: Path) -> dict[str, int]:
     return {"train_tokens": int(train["tokens"]), "train_blocks": int(train["blocks"])}
 
 
-def _arm_key(cmd: CompareCommand, arm: str, blocks: Path, by_path: bool = False) -> list[Any]:
+def _arm_key(cmd: CompareCommand, arm: Arm | str, blocks: Path, by_path: bool = False) -> list[Any]:
     """What keys an arm's run, but its budget and points: its recipe and the blocks'
     content (:func:`blocks_id`), not the path they were named by (``by_path``: as runs
     were keyed before, when ``data/blocks`` and ``./data/blocks`` trained twice)."""
-    recipe = load_config(cmd.config, [*recipe_overrides(cmd), f"objective.objective='{arm}'"])
+    arm = as_arm(arm)
+    recipe = load_config(cmd.config, arm_overrides(cmd, arm))
     recipe.data.blocks = str(blocks) if by_path else ""
     clock = load_config(cmd.config).run  # the config's own: runs keyed before keep their names
     recipe.run.max_minutes, recipe.run.save_every_minutes = 0.0, clock.save_every_minutes
@@ -206,23 +212,26 @@ def _arm_key(cmd: CompareCommand, arm: str, blocks: Path, by_path: bool = False)
 ADDED_SINCE: dict[tuple[str, str], Any] = {("optim", "dropout"): True}
 
 
-def arm_run_dir(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> Path:
-    """``OUT/ARM-XXXXXXXX``, keyed by the arm's recipe, blocks (content), budget and points.
+def arm_run_dir(cmd: CompareCommand, arm: Arm | str, blocks: Path, out: Path) -> Path:
+    """``OUT/OBJECTIVE-XXXXXXXX``, keyed by the arm's recipe, blocks (content), budget and points.
 
     Changing the config, a ``--set``, the blocks or the budget therefore never reuses
     (or resumes) a run trained with other settings. When a run stops (``run.max_minutes``)
     and how often it saves by the clock change no weight, so they key nothing: an arm
     stopped by a time limit resumes without it. Nor does the path the blocks are named by:
     ``data/blocks``, its absolute path or a copy find the same run (a run keyed by the
-    path, as before, is still found by it).
+    path, as before, is still found by it). A variant arm (``rtd:KEY=VALUE``) is keyed by
+    the recipe its overrides make: one that changes nothing is the plain arm's run.
     """
-    here = out / f"{arm}-{_fingerprint(_run_key(cmd, arm, blocks))}"
-    before = out / f"{arm}-{_fingerprint(_run_key(cmd, arm, blocks, by_path=True))}"
+    arm = as_arm(arm)
+    here = out / f"{arm.objective}-{_fingerprint(_run_key(cmd, arm, blocks))}"
+    before = out / f"{arm.objective}-{_fingerprint(_run_key(cmd, arm, blocks, by_path=True))}"
     return before if before.is_dir() and not here.is_dir() else here  # old runs keep theirs
 
 
-def _run_key(cmd: CompareCommand, arm: str, blocks: Path, by_path: bool = False) -> list[Any]:
+def _run_key(cmd: CompareCommand, arm: Arm | str, blocks: Path, by_path: bool = False) -> list[Any]:
     """The whole key of an arm's run: :func:`_arm_key` with the budget and its counter."""
+    arm = as_arm(arm)
     recipe, blocks_key = _arm_key(cmd, arm, blocks, by_path)
     key = [recipe, cmd.budget_flops, cmd.points, blocks_key]
     key.append({"warmup_share": WARMUP_SHARE})  # runs from before the cap are not resumed
@@ -234,17 +243,18 @@ def _run_key(cmd: CompareCommand, arm: str, blocks: Path, by_path: bool = False)
 ARM_FILE = "compare_arm.json"  # in an arm's run directory: its recipe key, budget and points
 
 
-def other_budgets(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> list[dict]:
+def other_budgets(cmd: CompareCommand, arm: Arm | str, blocks: Path, out: Path) -> list[dict]:
     """The runs in ``out`` of this arm's recipe and blocks at another budget or points.
 
     None of them is continued (the learning rate decays to zero at a budget's last step,
     so an arm trained to B is not the start of one trained to 2B); compare names them
     before training anew, so a user who meant to reuse one knows why it is not.
     """
+    arm = as_arm(arm)
     keys = {_fingerprint(_arm_key(cmd, arm, blocks, by_path)) for by_path in (False, True)}
     here = arm_run_dir(cmd, arm, blocks, out)
     found = []
-    for f in sorted(out.glob(f"{arm}-*/{ARM_FILE}")):
+    for f in sorted(out.glob(f"{arm.objective}-*/{ARM_FILE}")):
         record = json.loads(f.read_text())
         if f.parent != here and record.get("recipe") in keys:
             found.append({**record, "run": f.parent.name})
@@ -252,7 +262,7 @@ def other_budgets(cmd: CompareCommand, arm: str, blocks: Path, out: Path) -> lis
 
 
 def pretrain_arm(
-    cmd: CompareCommand, arm: str, blocks: Path, out: Path
+    cmd: CompareCommand, arm: Arm | str, blocks: Path, out: Path
 ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Train one arm to the FLOPs budget; export a checkpoint at each budget point.
 
@@ -264,14 +274,15 @@ def pretrain_arm(
     every arm; the Trainer logs the paper's count, and a run whose own count differs from
     compare's is refused (:func:`_check_charged`).
     """
+    arm = as_arm(arm)
     run = arm_run_dir(cmd, arm, blocks, out)
-    probe = load_config(cmd.config, [*recipe_overrides(cmd), f"objective.objective='{arm}'"])
+    probe = load_config(cmd.config, arm_overrides(cmd, arm))
     costs = step_costs(probe, blocks)
     flops_step = costs[cmd.counter]
     steps = int(cmd.budget_flops // flops_step)
     if steps < 10:
         raise ConfigError(
-            f"--budget-flops {cmd.budget_flops:.3g} buys only {steps} {arm} steps "
+            f"--budget-flops {cmd.budget_flops:.3g} buys only {steps} {arm.name} steps "
             f"({flops_step:.3g} FLOPs each); raise it"
         )
     interval = max(1, steps // cmd.points)  # checkpoints land exactly on the marks
@@ -281,11 +292,11 @@ def pretrain_arm(
     if not done:
         _note_other_budgets(cmd, arm, blocks, out, run, steps)
         _log(
-            f"pre-training {arm}: {steps} steps of {flops_step:.3g} FLOPs ({cmd.counter} "
+            f"pre-training {arm.name}: {steps} steps of {flops_step:.3g} FLOPs ({cmd.counter} "
             f"count) = {steps * flops_step:.3g}"
         )
         _train_arm(_arm_config(cmd, arm, blocks, run, steps, interval, len(marks)), arm, run)
-    _check_charged(json.loads(summary_path.read_text()), arm, costs["paper"], run)
+    _check_charged(json.loads(summary_path.read_text()), arm.name, costs["paper"], run)
     train = open_blocks(blocks, "train")
     records = [_export_mark(arm, run, mark, costs, cmd.counter) for mark in marks]
     for r in records:  # each block seen once per pass (run.seed orders them)
@@ -295,13 +306,13 @@ def pretrain_arm(
 
 
 def _note_other_budgets(
-    cmd: CompareCommand, arm: str, blocks: Path, out: Path, run: Path, steps: int
+    cmd: CompareCommand, arm: Arm, blocks: Path, out: Path, run: Path, steps: int
 ) -> None:
     """Record this run's budget (:data:`ARM_FILE`); say which runs of the same recipe at
     other budgets are not continued, and why (:func:`other_budgets`)."""
     for other in other_budgets(cmd, arm, blocks, out):
         _log(
-            f"{arm}: {other['run']} has this recipe at --budget-flops {other['budget_flops']:.3g} "
+            f"{arm.name}: {other['run']} has this recipe at --budget-flops {other['budget_flops']:.3g} "
             f"--points {other['points']}; not continued (its learning rate decays to zero at "
             "its own budget): for several budgets, run once to the largest with --points"
         )
@@ -346,13 +357,19 @@ def capped_warmup(warmup_steps: int, steps: int) -> int:
 
 
 def _arm_config(
-    cmd: CompareCommand, arm: str, blocks: Path, run: Path, steps: int, interval: int, marks: int
+    cmd: CompareCommand,
+    arm: Arm | str,
+    blocks: Path,
+    run: Path,
+    steps: int,
+    interval: int,
+    marks: int,
 ) -> Any:
     """The arm's recipe: ``steps`` steps, a checkpoint kept at every ``interval``, the
     warm-up capped (:func:`capped_warmup`)."""
+    arm = as_arm(arm)
     overrides = [
-        *recipe_overrides(cmd),
-        f"objective.objective='{arm}'",
+        *arm_overrides(cmd, arm),
         f"data.blocks={json.dumps(str(blocks))}",
         f"run.output_dir={json.dumps(str(run))}",
         f"optim.max_steps={steps}",
@@ -365,14 +382,14 @@ def _arm_config(
     warmup = capped_warmup(cfg.optim.warmup_steps, steps)
     if warmup != cfg.optim.warmup_steps:
         _log(
-            f"{arm}: warm-up capped at {warmup} steps ({WARMUP_SHARE:.0%} of {steps}; "
+            f"{arm.name}: warm-up capped at {warmup} steps ({WARMUP_SHARE:.0%} of {steps}; "
             f"the recipe's is {cfg.optim.warmup_steps})"
         )
         cfg.optim.warmup_steps = warmup
     return cfg
 
 
-def _train_arm(cfg: Any, arm: str, run: Path) -> None:
+def _train_arm(cfg: Any, arm: Arm, run: Path) -> None:
     """Train (or resume) one arm; stop the comparison if the run ended short of its steps.
 
     A SIGTERM or Ctrl-C (a closed laptop, a pre-empted machine) or ``run.max_minutes``
@@ -382,14 +399,14 @@ def _train_arm(cfg: Any, arm: str, run: Path) -> None:
     summary = Trainer(cfg, resume=(run / "checkpoints").is_dir()).fit()
     if summary.get("stopped") == "signal" or summary.get("step", 0) < cfg.optim.max_steps:
         raise SystemExit(
-            f"pre-training {arm} was interrupted at step {summary.get('step')} "
+            f"pre-training {arm.name} was interrupted at step {summary.get('step')} "
             f"({summary.get('stopped')}; checkpoint saved in {run}); run the same compare "
             "command again to resume it"
         )
 
 
 def _export_mark(
-    arm: str, run: Path, mark: int, costs: dict[str, float], counter: str
+    arm: Arm, run: Path, mark: int, costs: dict[str, float], counter: str
 ) -> dict[str, Any]:
     """The budget point at step ``mark``: its checkpoint exported (once) for fine-tuning;
     its FLOPs by ``counter`` (``flops``) and by each counter of ``costs``."""
@@ -397,9 +414,9 @@ def _export_mark(
     hf = run / "hf" / f"step-{mark:08d}"
     if not (hf / "generator" / "config.json").is_file():
         export_run(ckpt_dir, hf)
-    model = hf / OBJECTIVES[arm].kept_encoder
+    model = hf / OBJECTIVES[arm.objective].kept_encoder
     return {
-        "arm": arm,
+        "arm": arm.name,
         "run": run.name,
         "steps": mark,
         "flops": mark * costs[counter],
@@ -600,7 +617,7 @@ def compare(cmd: CompareCommand) -> dict[str, Any]:
     """Run the whole comparison; returns what ``compare.json`` holds."""
     if cmd.finetune_jobs < 1:
         raise ConfigError(f"finetune_jobs: at least 1 (got {cmd.finetune_jobs})")
-    check_arms(cmd.arms)
+    arms = check_arms(cmd)
     t0 = time.time()
     out = Path(cmd.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -621,8 +638,8 @@ def compare(cmd: CompareCommand) -> dict[str, Any]:
             }
         )
     costs = {}
-    for arm in cmd.arms:
-        arm_points, costs[arm] = pretrain_arm(cmd, arm, blocks, out)
+    for arm in arms:
+        arm_points, costs[arm.name] = pretrain_arm(cmd, arm, blocks, out)
         points += arm_points
     floors = finetune_all(cmd, points, out, data_dir)
     result = {
@@ -714,15 +731,17 @@ def cost_table(result: dict[str, Any]) -> str:
     for arm, c in costs.items():
         sec = f"{c['seconds']:.3f}" if c.get("seconds") else "–"
         lines.append(f"| {arm} | {c['paper']:.3g} | {c['executed']:.3g} | {sec} |")
-    if "mlm" in costs:
-        mlm = costs["mlm"]
-        for arm in (a for a in costs if a != "mlm"):
+    reference = MLM if MLM in costs else next((a for a in costs if objective_of(a) == MLM), None)
+    if reference:
+        mlm = costs[reference]
+        for arm in (a for a in costs if a != reference):
             c = costs[arm]
             ratios = [f"{c['paper'] / mlm['paper']:.2f}x by the paper's count"]
             ratios.append(f"{c['executed'] / mlm['executed']:.2f}x executed")
             if c.get("seconds") and mlm.get("seconds"):
                 ratios.append(f"{c['seconds'] / mlm['seconds']:.2f}x on the clock")
-            lines.append(f"\nA {arm} step costs {', '.join(ratios)} an MLM step.")
+            than = "an MLM step" if reference == MLM else f"a {reference} step"
+            lines.append(f"\nA {arm} step costs {', '.join(ratios)} {than}.")
     lines.append(
         "(The paper's count charges every embedding lookup as a one-hot matmul, 2 x vocabulary"
         " x width per token and encoder; seconds depend on the machine and its load.)"
@@ -791,6 +810,26 @@ def _spread(points: list[dict[str, Any]], task: str) -> list[list[float]]:
     return [lo, hi]
 
 
+def _trained_arms(points: list[dict[str, Any]]) -> list[str]:
+    """The pre-trained arms among ``points``, in their order (not the untrained starts)."""
+    return list(dict.fromkeys(p["arm"] for p in points if p["arm"] not in _BASELINE_STYLE))
+
+
+def _arm_style(arm: str) -> dict[str, Any]:
+    """An arm's line: its objective's colour and title; a variant (``rtd:KEY=VALUE``)
+    dash-dotted (the floors are dashed), labelled with its overrides."""
+    objective = objective_of(arm)
+    title = OBJECTIVES[objective].title
+    variant = arm[len(objective) + 1 :]
+    return {
+        "marker": "o",
+        "capsize": 3,
+        "color": None if variant else _COLOURS.get(objective),
+        "ls": "-." if variant else "-",  # floors are dashed
+        "label": f"{title} + {variant.replace(':', ', ')}" if variant else title,
+    }
+
+
 def figure(result: dict[str, Any]) -> Any:
     """Score against pre-training FLOPs (log axis), one panel per task: one line per arm
     (median over seeds, bars min to max), the untrained starts (0 FLOPs, so off a log axis)
@@ -803,14 +842,11 @@ def figure(result: dict[str, Any]) -> Any:
     tasks = list(result["points"][0]["scores"])
     fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 3.8), dpi=100, squeeze=False)
     for ax, task in zip(axes[0], tasks, strict=True):
-        for arm in ARMS:
+        for arm in _trained_arms(result["points"]):
             pts = sorted((p for p in result["points"] if p["arm"] == arm), key=lambda p: p["flops"])
-            if not pts:
-                continue
             x = [p["flops"] for p in pts]
             y = [100 * p["scores"][task]["median"] for p in pts]
-            style = {"marker": "o", "capsize": 3, "color": _COLOURS.get(arm)}
-            ax.errorbar(x, y, yerr=_spread(pts, task), label=OBJECTIVES[arm].title, **style)
+            ax.errorbar(x, y, yerr=_spread(pts, task), **_arm_style(arm))
         for p in result["points"]:
             if p["arm"] in _BASELINE_STYLE:
                 name, colour = _BASELINE_STYLE[p["arm"]]

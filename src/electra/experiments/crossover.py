@@ -22,24 +22,31 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from electra.experiments.arms import objective_of
+
 RTD, MLM = "rtd", "mlm"
 REPETITION_PASSES = 4.0  # passes over the data beyond which repetition may cap both arms
 BASELINES = {"none": "the random start", "ppmi table only": "the PPMI table"}
 
 
 def rtd_arms(points: list[dict[str, Any]]) -> list[str]:
-    """The replaced-token-detection arms among ``points`` (rtd, rtd-ngram, ...): every
-    pre-trained arm but MLM, in the order they appear."""
-    arms = [p["arm"] for p in points if p["arm"] not in (MLM, *BASELINES)]
-    return list(dict.fromkeys(arms))
+    """The replaced-token-detection arms among ``points`` (rtd, rtd-ngram and variants
+    such as ``rtd:optim.dropout=false``): every pre-trained arm whose objective is not
+    MLM, in the order they appear."""
+    arms = [p["arm"] for p in points if p["arm"] not in BASELINES]
+    return [a for a in dict.fromkeys(arms) if objective_of(a) != MLM]
 
 
-def best_rtd_arm(points: list[dict[str, Any]]) -> str:
-    """The RTD arm with the highest mean of its tasks' medians at its largest budget
-    (:data:`RTD` when there is none or it is the only one)."""
-    arms = rtd_arms(points)
+def mlm_arms(points: list[dict[str, Any]]) -> list[str]:
+    """The MLM arms among ``points`` (``mlm`` and its variants), in the order they appear."""
+    return [a for a in dict.fromkeys(p["arm"] for p in points) if objective_of(a) == MLM]
+
+
+def _best(points: list[dict[str, Any]], arms: list[str], default: str) -> str:
+    """The arm of ``arms`` with the highest mean of its tasks' medians at its largest
+    budget (``default`` when there is none; the only one when there is one)."""
     if len(arms) < 2:
-        return arms[0] if arms else RTD
+        return arms[0] if arms else default
 
     def final(arm: str) -> float:
         return _median(max((p for p in points if p["arm"] == arm), key=lambda p: p["flops"]), None)
@@ -47,14 +54,27 @@ def best_rtd_arm(points: list[dict[str, Any]]) -> str:
     return max(arms, key=final)
 
 
-def paired_budgets(points: list[dict[str, Any]], rtd_arm: str = RTD) -> list[tuple[dict, dict]]:
-    """(RTD point, MLM point) at each budget, smallest first; ``rtd_arm`` names the RTD arm.
+def best_rtd_arm(points: list[dict[str, Any]]) -> str:
+    """The best of the RTD arms (:func:`_best`; :data:`RTD` when there is none)."""
+    return _best(points, rtd_arms(points), RTD)
+
+
+def best_mlm_arm(points: list[dict[str, Any]]) -> str:
+    """The best of the MLM arms (:func:`_best`; :data:`MLM` when there is none): RTD at
+    its best is set against MLM at its best, never against a weaker variant."""
+    return _best(points, mlm_arms(points), MLM)
+
+
+def paired_budgets(
+    points: list[dict[str, Any]], rtd_arm: str = RTD, mlm_arm: str = MLM
+) -> list[tuple[dict, dict]]:
+    """(RTD point, MLM point) at each budget, smallest first; the arms are named.
 
     The arms' marks sit at the same fractions of one budget (each within one step of it),
     so the i-th mark of one arm is paired with the i-th of the other.
     """
     rtd = sorted((p for p in points if p["arm"] == rtd_arm), key=lambda p: p["flops"])
-    mlm = sorted((p for p in points if p["arm"] == MLM), key=lambda p: p["flops"])
+    mlm = sorted((p for p in points if p["arm"] == mlm_arm), key=lambda p: p["flops"])
     return list(zip(rtd, mlm, strict=False))
 
 
@@ -145,10 +165,10 @@ def floors_clause(result: dict[str, Any], pair: tuple[dict, dict], task: str) ->
     return f"against the floors ({names}) at {_flops(pair)}: {'; '.join(parts)}"
 
 
-def passes_clause(result: dict[str, Any], rtd_arm: str = RTD) -> str | None:
+def passes_clause(result: dict[str, Any], rtd_arm: str = RTD, mlm_arm: str = MLM) -> str | None:
     """Passes over the training blocks at each budget, with a warning past
     :data:`REPETITION_PASSES` (None: the points carry no pass count)."""
-    pairs = paired_budgets(result["points"], rtd_arm)
+    pairs = paired_budgets(result["points"], rtd_arm, mlm_arm)
     if not pairs or any("passes" not in p for pair in pairs for p in pair):
         return None
     each = ", ".join(f"{max(p['passes'] for p in pair):.2g} at {_flops(pair)}" for pair in pairs)
@@ -167,17 +187,21 @@ def summary_sentences(result: dict[str, Any]) -> list[str]:
     With several RTD arms (rtd, rtd-ngram) the best at its largest budget stands for RTD
     (:func:`best_rtd_arm`), and a first line says which it is.
     """
-    arm = best_rtd_arm(result["points"])
-    pairs = paired_budgets(result["points"], arm)
+    arm, mlm = best_rtd_arm(result["points"]), best_mlm_arm(result["points"])
+    pairs = paired_budgets(result["points"], arm, mlm)
     if not pairs:
         return []
     tasks = list(pairs[0][0]["scores"])
     lines = []
-    if len(others := rtd_arms(result["points"])) > 1:
-        lines.append(
-            f"- RTD below is **{arm}**, the best of the RTD arms ({', '.join(others)}) on the "
-            "mean of the tasks' medians at the largest budget."
-        )
+    for name, best, family in (
+        ("RTD", arm, rtd_arms(result["points"])),
+        ("MLM", mlm, mlm_arms(result["points"])),
+    ):
+        if len(family) > 1:
+            lines.append(
+                f"- {name} below is **{best}**, the best of the {name} arms "
+                f"({', '.join(family)}) on the mean of the tasks' medians at the largest budget."
+            )
     for task in tasks:
         metric = pairs[0][0]["scores"][task].get("metric", "")
         clauses = [crossover(pairs, task), spread(pairs[-1], task)]
@@ -186,6 +210,6 @@ def summary_sentences(result: dict[str, Any]) -> list[str]:
         lines.append(f"- **{task}** ({metric}, median over seeds): {body}.")
     if len(tasks) > 1:
         lines.append(f"- **mean of the tasks' medians**: {crossover(pairs, None)}.")
-    if passes := passes_clause(result, arm):
+    if passes := passes_clause(result, arm, mlm):
         lines.append(f"- {passes}")
     return lines

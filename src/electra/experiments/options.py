@@ -155,7 +155,10 @@ class CompareCommand:
         default_factory=lambda: ["rtd", "mlm"],
         metadata={
             "doc": "Pre-training objectives compared at the same FLOPs: rtd, mlm, rtd-ngram "
-            "(ELECTRA's discriminator alone, replacements from counts)."
+            "(ELECTRA's discriminator alone, replacements from counts), or a variant of one "
+            "with overrides of its own, OBJECTIVE:KEY=VALUE[:KEY=VALUE...] (e.g. "
+            "rtd:objective.disc_mlm_weight=1: a lever measured beside rtd and mlm; finished "
+            "arms are reused)."
         },
     )
     config: str = field(default="cpu", metadata={"doc": "Pre-training config (both arms)."})
