@@ -663,3 +663,19 @@ def test_a_variant_arm_gets_its_own_line_row_and_cost() -> None:
     labels = figure(result).axes[0].get_legend_handles_labels()[1]
     assert "ELECTRA (RTD) + objective.disc_mlm_weight=1" in labels
     assert labels.count("ELECTRA (RTD)") == 1
+
+
+def test_a_lever_that_adds_work_is_charged_it(blocks: Path) -> None:
+    """The corrective LM variant runs an MLM head on the discriminator: compare charges it
+    by both counters (the Trainer's count is the same function), so at one budget it buys
+    fewer steps than plain RTD instead of getting that head for free."""
+    from electra.experiments.arms import parse_arm
+    from electra.experiments.compare import arm_overrides, step_costs
+    from electra.pretrain.config import load_config
+
+    cmd = CompareCommand(config="tiny", budget_flops=1e10)
+    plain = step_costs(load_config(cmd.config, arm_overrides(cmd, parse_arm("rtd"))), blocks)
+    lever = parse_arm("rtd:objective.disc_mlm_weight=1")
+    more = step_costs(load_config(cmd.config, arm_overrides(cmd, lever)), blocks)
+    for counter in ("paper", "executed"):
+        assert plain[counter] < more[counter] < 1.2 * plain[counter], counter

@@ -74,3 +74,30 @@ def test_executed_flops_are_what_the_modules_run(shape: dict) -> None:
         generator(ids, positions=masked)
     want = executed_matmul_flops_per_step(cfg, 2, 64, n_masked=len(masked))
     assert 3 * counter.get_total_flops() == pytest.approx(want, rel=1e-9)
+
+
+def test_the_corrective_lm_head_is_charged_what_it_runs() -> None:
+    """A lever that adds work (the discriminator's corrective MLM head at the masked
+    positions) is charged it by both counters, so at one budget it gets fewer steps;
+    the executed count's extra is torch's own count of that head."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from electra.model.encoder import GeneratorPredictions, TiedLMHead
+
+    cfg = preset("tiny")
+    masked = 19
+    plain = executed_matmul_flops_per_step(cfg, 2, 64, n_masked=masked)
+    lever = executed_matmul_flops_per_step(cfg, 2, 64, n_masked=masked, corrective_lm=True)
+    disc = ElectraDiscriminator(cfg)
+    predictions = GeneratorPredictions(cfg)
+    head = TiedLMHead(disc.electra.embeddings.word_embeddings)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        head(predictions(torch.randn(masked, cfg.hidden_size)))
+    assert lever - plain == pytest.approx(3 * counter.get_total_flops(), rel=1e-9)
+
+    paper = paper_train_flops_per_step(cfg, 2, 64)
+    paper_lever = paper_train_flops_per_step(cfg, 2, 64, corrective_lm=True)
+    assert paper < paper_lever < paper * 1.2
+    # Nothing to charge where there is no discriminator.
+    mlm = paper_train_flops_per_step(cfg, 2, 64, objective="mlm")
+    assert paper_train_flops_per_step(cfg, 2, 64, objective="mlm", corrective_lm=True) == mlm

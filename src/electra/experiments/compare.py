@@ -438,12 +438,13 @@ def step_costs(cfg: Any, blocks: Path) -> dict[str, float]:
     b = open_blocks(blocks, "train")
     model = resolve_model(cfg, b.vocab_size, "compare")
     o, batch, seq = cfg.objective, cfg.optim.batch_size, b.block_length
+    corrective = o.disc_mlm_weight > 0
     paper = paper_train_flops_per_step(
-        model, batch, seq, o.objective, o.generator_size, o.mask_prob
+        model, batch, seq, o.objective, o.generator_size, o.mask_prob, corrective_lm=corrective
     )
     masked = round(o.mask_prob * batch * seq)
     executed = executed_matmul_flops_per_step(
-        model, batch, seq, o.objective, o.generator_size, n_masked=masked
+        model, batch, seq, o.objective, o.generator_size, masked, corrective
     )
     return {"paper": paper, "executed": executed}
 

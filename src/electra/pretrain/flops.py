@@ -159,6 +159,7 @@ def paper_train_flops_per_step(
     generator_size: float = 0.25,
     mask_prob: float = 0.15,
     generator: ElectraConfig | None = None,
+    corrective_lm: bool = False,
 ) -> float:
     """Training FLOPs of one step, official methodology (training = 2 x forward).
 
@@ -167,12 +168,17 @@ def paper_train_flops_per_step(
     discriminator and the sampling at the masked positions
     (:data:`NGRAM_SAMPLE_FLOPS` each, forward only); the one-time counting of the
     table before step 0 (a few operations per token read) is not a per-step cost.
+    ``corrective_lm`` (``objective.disc_mlm_weight > 0``) adds the discriminator's
+    pre-training-only MLM head at the masked positions, counted as the generator's is,
+    so a lever that does more work per step gets fewer steps for the same budget.
     """
     frac = output_frac_for(mask_prob)
     per_token = sum(
         paper_forward_flops_per_token(c, seq_len, head, frac)
         for c, head in trained_encoders(disc, objective, generator_size, generator)
     )
+    if corrective_lm and objective_named(objective).has_discriminator:
+        per_token += _mlm_output_flops(disc, frac)
     sampling = (
         frac * NGRAM_SAMPLE_FLOPS if objective_named(objective).replacements == "ngram" else 0
     )
@@ -186,11 +192,13 @@ def executed_matmul_flops_per_step(
     objective: str = "rtd",
     generator_size: float = 0.25,
     n_masked: int | None = None,
+    corrective_lm: bool = False,
 ) -> float:
     """Matmul FLOPs a training step executes (3 x forward), the numerator of MFU.
 
     ``n_masked`` is the number of masked positions in the batch (defaults to
-    15% of the tokens); the generator head runs only there.
+    15% of the tokens); the generator head runs only there, and so does the
+    discriminator's corrective MLM head when ``corrective_lm``.
     """
     tokens = batch_size * seq_len
     if n_masked is None:
@@ -214,6 +222,8 @@ def executed_matmul_flops_per_step(
         body(c) + head_flops(c, head)
         for c, head in trained_encoders(disc, objective, generator_size)
     )
+    if corrective_lm and objective_named(objective).has_discriminator:
+        fwd += head_flops(disc, "mlm")
     return 3.0 * fwd
 
 

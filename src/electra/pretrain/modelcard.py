@@ -60,6 +60,7 @@ def card_facts(config: dict[str, Any], step: int, summary: dict[str, Any] | None
         objective["generator_size"],
         objective["mask_prob"],
         generator=generator,
+        corrective_lm=objective.get("disc_mlm_weight", 0.0) > 0,
     )
     return {
         "model": model,

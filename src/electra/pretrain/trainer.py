@@ -253,6 +253,7 @@ class Trainer:
             cfg.objective.generator_size,
             cfg.objective.mask_prob,
             generator=gen_cfg,
+            corrective_lm=cfg.objective.disc_mlm_weight > 0,
         )
         self.model, self.wrapped, self.opt, self.loader = model, wrapped, opt, loader
         self.flops_step, self.planned, self.micro = flops_step, self._plan(state, flops_step), micro
