@@ -245,16 +245,7 @@ class Trainer:
             position=position,
             pin_memory=env.device.type == "cuda",
         )
-        flops_step = paper_train_flops_per_step(
-            model_cfg,
-            cfg.optim.batch_size,
-            train.block_length,
-            cfg.objective.objective,
-            cfg.objective.generator_size,
-            cfg.objective.mask_prob,
-            generator=gen_cfg,
-            corrective_lm=cfg.objective.disc_mlm_weight > 0,
-        )
+        flops_step = self._flops_per_step(model_cfg, gen_cfg, train.block_length)
         self.model, self.wrapped, self.opt, self.loader = model, wrapped, opt, loader
         self.flops_step, self.planned, self.micro = flops_step, self._plan(state, flops_step), micro
         self.train_blocks, self.val, self.resolved = train, val, resolved
@@ -266,6 +257,22 @@ class Trainer:
             loader.close()
 
     # -- pieces ------------------------------------------------------------------------------
+
+    def _flops_per_step(
+        self, model_cfg: ElectraConfig, gen_cfg: ElectraConfig | None, block_length: int
+    ) -> float:
+        """The paper counter's FLOPs for one optimizer step of this run (what the budget spends)."""
+        obj = self.cfg.objective
+        return paper_train_flops_per_step(
+            model_cfg,
+            self.cfg.optim.batch_size,
+            block_length,
+            obj.objective,
+            obj.generator_size,
+            obj.mask_prob,
+            generator=gen_cfg,
+            corrective_lm=obj.disc_mlm_weight > 0,
+        )
 
     def _tracker(self, out: Path, resolved: dict[str, Any]) -> Tracker:
         """``run.tracker``'s tracker (rank 0), with the resolved config logged once."""
