@@ -603,6 +603,21 @@ def test_the_plot_draws_each_arm_against_log_flops_with_the_floors(tmp_path: Pat
     assert (tmp_path / "compare.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_a_tagging_task_beside_text_tasks_keeps_their_tfidf_floor_in_the_table() -> None:
+    """KLUE-NER has no TF-IDF floor; NSMC's must still be printed beside its scores."""
+    from builders import compare_result
+
+    from electra.experiments.compare import markdown_table
+
+    result = compare_result([0.78], [0.79], tasks=["nsmc", "klue-ner"])
+    result["floors"]["klue-ner"] = {"tfidf": None, "constant": 0.05, "constant_name": "memorised"}
+    table = markdown_table(result)
+    assert "| TF-IDF floor | – | – | – | 80.0 | – | – |" in table
+    assert "| majority class / memorised tags | – | – | – | 50.0 | 5.0 | 27.5 |" in table
+    result["floors"].pop("klue-ner")  # a task with no floors at all: "–" too, not no rows
+    assert "| TF-IDF floor | – | – | – | 80.0 | – | – |" in markdown_table(result)
+
+
 def test_the_table_has_passes_and_says_where_rtd_passes_mlm() -> None:
     from builders import compare_result
 

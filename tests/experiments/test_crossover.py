@@ -90,7 +90,10 @@ def test_every_task_gets_a_sentence_with_its_floors() -> None:
 
 def test_passes_are_printed_and_repetition_warned_beyond_four() -> None:
     few = passes_clause(result([0.77, 0.78], [0.78, 0.79], passes=3.0))
-    assert few == "Passes over the pre-training blocks: 1.5 at 2.1e+14, 3 at 4.2e+14 FLOPs."
+    assert few == (
+        "Passes over the pre-training blocks: RTD 1.5 / MLM 1.5 at 2.1e+14, "
+        "RTD 3 / MLM 3 at 4.2e+14 FLOPs."
+    )
     many = passes_clause(result([0.77, 0.78], [0.78, 0.79], passes=15.0))
     assert many is not None and "repetition may cap both arms" in many
     assert many in summary_sentences(result([0.77, 0.78], [0.78, 0.79], passes=15.0))[-1]
@@ -103,6 +106,11 @@ def test_passes_are_printed_and_repetition_warned_beyond_four() -> None:
     for p in r["points"]:
         p.pop("passes", None)
     assert passes_clause(r) is None  # a result from before passes were counted
+    sized["corpus"]["block_length"] = 128  # what share of a step is text, not padding
+    assert passes_clause(sized).startswith(
+        "Passes over the pre-training blocks (26,000 training blocks of 128: 3,300,000 tokens "
+        "of text, 99% of the positions a step is charged for)"
+    )
 
 
 def test_several_tasks_get_a_sentence_each_and_one_for_their_mean() -> None:

@@ -185,9 +185,14 @@ def blocks_id(blocks: Path) -> str:
 
 
 def corpus_size(blocks: Path) -> dict[str, int]:
-    """The training split's tokens and blocks (the manifest's counts): what a pass is."""
-    train = json.loads((blocks / MANIFEST).read_text())["splits"]["train"]
-    return {"train_tokens": int(train["tokens"]), "train_blocks": int(train["blocks"])}
+    """The training split's tokens, blocks and block length (the manifest's): what a pass is."""
+    manifest = json.loads((blocks / MANIFEST).read_text())
+    train = manifest["splits"]["train"]
+    return {
+        "train_tokens": int(train["tokens"]),
+        "train_blocks": int(train["blocks"]),
+        "block_length": int(manifest["block_length"]),
+    }
 
 
 def _arm_key(cmd: CompareCommand, arm: Arm | str, blocks: Path, by_path: bool = False) -> list[Any]:
@@ -756,30 +761,31 @@ def _has_pairs(floors: dict[str, Any], tasks: list[str]) -> bool:
 
 
 def _floor_rows(floors: dict[str, Any], tasks: list[str]) -> list[str]:
-    """Table rows of the TF-IDF and majority (or mean) floors, when every task has them.
+    """Table rows of the TF-IDF and majority (or mean) floors, "–" where a task has none.
 
-    With a sentence-pair task among them the TF-IDF row says it joins the pair,
-    and a pair-feature row follows ("–" for single-text tasks, and then no mean).
+    A tagging task has no TF-IDF floor, but the tasks beside it do: their floors are
+    still printed beside their scores (the row's mean then is "–", as it would not be
+    the mean of the same tasks as the arms'). With a sentence-pair task among them the
+    TF-IDF row says it joins the pair, and a pair-feature row follows.
     """
-    if not tasks or any(not floors.get(t) for t in tasks):
+    known = [t for t in tasks if floors.get(t)]
+    if not known:
         return []
     rows = []
     named = {"majority": "majority class", "mean": "training mean", "memorised": "memorised tags"}
-    names = " / ".join(sorted({named[floors[t]["constant_name"]] for t in tasks}))
+    names = " / ".join(sorted({named[floors[t]["constant_name"]] for t in known}))
     pairs = _has_pairs(floors, tasks)
     joined = "TF-IDF floor (pairs: joined text)" if pairs else "TF-IDF floor"
-    for key, label in (("tfidf", joined), ("constant", names)):
-        values = [floors[t][key] for t in tasks]
-        if any(v is None for v in values):
+    keys = [("tfidf", joined), ("constant", names)] + (
+        [("tfidf_pair", "TF-IDF pair-feature floor")] if pairs else []
+    )
+    for key, label in keys:
+        values = [(floors.get(t) or {}).get(key) for t in tasks]
+        if all(v is None for v in values):
             continue
-        cells = " | ".join(f"{100 * v:.1f}" for v in values)
-        mean = 100 * statistics.mean(values)
-        rows.append(f"| {label} | – | – | – | {cells} | {mean:.1f} |")
-    if pairs:
-        values = [floors[t].get("tfidf_pair") for t in tasks]
         cells = " | ".join("–" if v is None else f"{100 * v:.1f}" for v in values)
         mean = "–" if None in values else f"{100 * statistics.mean(values):.1f}"
-        rows.append(f"| TF-IDF pair-feature floor | – | – | – | {cells} | {mean} |")
+        rows.append(f"| {label} | – | – | – | {cells} | {mean} |")
     return rows
 
 

@@ -171,14 +171,31 @@ def passes_clause(result: dict[str, Any], rtd_arm: str = RTD, mlm_arm: str = MLM
     pairs = paired_budgets(result["points"], rtd_arm, mlm_arm)
     if not pairs or any("passes" not in p for pair in pairs for p in pair):
         return None
-    each = ", ".join(f"{max(p['passes'] for p in pair):.2g} at {_flops(pair)}" for pair in pairs)
-    corpus = (result.get("corpus") or {}).get("train_tokens")
-    size = f" ({corpus:,} training tokens)" if corpus else ""
-    text = f"Passes over the pre-training blocks{size}: {each} FLOPs"
+    each = ", ".join(
+        f"RTD {pair[0]['passes']:.2g} / MLM {pair[1]['passes']:.2g} at {_flops(pair)}"
+        for pair in pairs
+    )
+    text = f"Passes over the pre-training blocks{_corpus_words(result)}: {each} FLOPs"
     most = max(p["passes"] for pair in pairs for p in pair)
     if most > REPETITION_PASSES:
         text += f"; more than {REPETITION_PASSES:g} passes: repetition may cap both arms"
     return text + "."
+
+
+def _corpus_words(result: dict[str, Any]) -> str:
+    """What one pass is: the training blocks, and how much of them is text rather than
+    padding (a step is charged for every position, padded or not)."""
+    corpus = result.get("corpus") or {}
+    tokens, blocks = corpus.get("train_tokens"), corpus.get("train_blocks")
+    if not tokens:
+        return ""
+    if not blocks or not corpus.get("block_length"):
+        return f" ({tokens:,} training tokens)"
+    slots = blocks * corpus["block_length"]
+    return (
+        f" ({blocks:,} training blocks of {corpus['block_length']}: {tokens:,} tokens of text,"
+        f" {tokens / slots:.0%} of the positions a step is charged for)"
+    )
 
 
 def summary_sentences(result: dict[str, Any]) -> list[str]:
