@@ -300,6 +300,30 @@ def test_a_vocabulary_from_other_sources_is_trained_anew(
     assert str(b) in json.dumps(manifest)
 
 
+def test_packed_blocks_are_built_beside_the_plain_ones_with_the_same_vocabulary(
+    ko_wiki: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--pack-blocks: the same text in fewer, fuller blocks, in a directory of their own."""
+    import electra.experiments.compare as compare_mod
+
+    a = tmp_path / "a.txt"
+    a.write_text(ko_wiki.read_text(encoding="utf-8")[:100_000], encoding="utf-8")
+    monkeypatch.setattr(compare_mod, "default_corpus", lambda data_dir, out, tasks: [a])
+    out = tmp_path / "data"
+    plain = compare_mod.build_blocks(
+        CompareCommand(vocab_size=600, corpus_mb=1.0, progress=False), out, tmp_path
+    )
+    vocab = (out / "tokenizer" / "vocab.txt").stat().st_mtime_ns
+    cmd = CompareCommand(vocab_size=600, corpus_mb=1.0, progress=False, pack_blocks=True)
+    packed = compare_mod.build_blocks(cmd, out, tmp_path)
+    assert packed == out / "blocks-packed" and plain == out / "blocks"
+    assert (out / "tokenizer" / "vocab.txt").stat().st_mtime_ns == vocab  # not retrained
+    m0, m1 = (json.loads((d / "manifest.json").read_text()) for d in (plain, packed))
+    assert m1["splits"]["train"]["tokens"] == m0["splits"]["train"]["tokens"]
+    assert m1["splits"]["train"]["blocks"] < m0["splits"]["train"]["blocks"]
+    assert compare_mod.blocks_id(packed) != compare_mod.blocks_id(plain)  # arms key apart
+
+
 def test_fine_tunings_side_by_side_score_as_one_at_a_time(
     blocks: Path,
     data_dir: Path,

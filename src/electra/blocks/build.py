@@ -283,6 +283,68 @@ def _truncate(segment: list[tuple[int, int]], limit: int) -> tuple[list[tuple[in
     return out, total
 
 
+class BlockPacker:
+    """Fold consecutive part-filled blocks into one (``electra prepare --pack``).
+
+    The official builder ends a block at every document's end, so a corpus of short
+    documents (Wikipedia stubs, reviews) leaves much of each block as padding: in
+    ``electra compare``'s default corpus a third of the positions a step is charged for.
+    Packing, as RoBERTa's FULL-SENTENCES and Cramming do, folds a part-filled block into
+    the one before it while both fit: ``[CLS] first [SEP] rest [SEP]``, the first block's
+    tokens as segment A and the following blocks' as segment B. A block that is full, or
+    that nothing could join, is written unchanged. No token is dropped or reordered.
+
+    Streaming: :meth:`add` takes each unit of work's blocks in corpus order and returns
+    the finished ones; the last part-filled block waits for the next unit (:meth:`flush`
+    at the end), so the output does not depend on how the work was cut.
+    """
+
+    def __init__(self, params: BuildParams) -> None:
+        self.params = params
+        self.pending: list[np.ndarray] = []  # rows waiting to be folded together
+        self.pending_tokens = 0  # their text tokens (no [CLS], [SEP], [PAD])
+        self.folded = 0  # blocks folded into another so far
+
+    def _text(self, row: np.ndarray) -> np.ndarray:
+        p = self.params
+        return row[(row != p.cls) & (row != p.sep) & (row != p.pad)]
+
+    def add(self, blocks: np.ndarray) -> np.ndarray:
+        """The finished blocks once ``blocks`` (``(n, max_length)``) are added."""
+        out: list[np.ndarray] = []
+        full = blocks[:, -1] != self.params.pad
+        for row, is_full in zip(blocks, full, strict=True):
+            if is_full:
+                out += self._emit()
+                out.append(row)
+                continue
+            n = len(self._text(row))
+            if self.pending and self.pending_tokens + n + 3 > self.params.max_length:
+                out += self._emit()
+            self.pending.append(row)
+            self.pending_tokens += n
+        return np.stack(out) if out else blocks[:0]
+
+    def flush(self) -> np.ndarray:
+        """The last block waiting, if any (``(0 or 1, max_length)``)."""
+        rows = self._emit()
+        return np.stack(rows) if rows else np.zeros((0, self.params.max_length), np.int64)
+
+    def _emit(self) -> list[np.ndarray]:
+        rows, self.pending, self.pending_tokens = self.pending, [], 0
+        if len(rows) <= 1:
+            return rows
+        p = self.params
+        first = self._text(rows[0])
+        rest = np.concatenate([self._text(r) for r in rows[1:]])
+        block = np.full(p.max_length, p.pad, dtype=rows[0].dtype)
+        a, b = len(first), len(rest)
+        block[0], block[1 + a], block[2 + a + b] = p.cls, p.sep, p.sep
+        block[1 : 1 + a], block[2 + a : 2 + a + b] = first, rest
+        self.folded += len(rows) - 1
+        return [block]
+
+
 def empty_stats() -> dict[str, int]:
     return dict.fromkeys(_STAT_KEYS, 0)
 

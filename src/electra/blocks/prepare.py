@@ -29,6 +29,7 @@ from electra import __version__
 from electra.blocks.build import (
     HANGUL,
     SENTENCE_END,
+    BlockPacker,
     Builder,
     BuildParams,
     Doc,
@@ -160,6 +161,11 @@ def _plan(cmd: PrepareCommand) -> _Plan:
         "randomness": "per document: blake2b(seed, file sha256) mixed with the document index",
         "sentence_split": SENTENCE_END.pattern,
     }
+    if cmd.pack:  # only then: blocks built without it keep their fingerprint
+        builder["pack"] = (
+            "consecutive part-filled blocks folded into one while they fit: "
+            "[CLS] first block's text [SEP] the next blocks' text [SEP]"
+        )
     fingerprint = options_fingerprint(
         {
             "format_version": FORMAT_VERSION,
@@ -212,10 +218,11 @@ def _reuse_or_clear(out: Path, fingerprint: str, overwrite: bool) -> bool:
 class _Collector:
     """Adds each unit of work's blocks to the shard writers and its counts to the totals."""
 
-    def __init__(self, plan: _Plan, cmd: PrepareCommand) -> None:
+    def __init__(self, plan: _Plan, cmd: PrepareCommand, params: BuildParams) -> None:
         self.writers = {
             s: ShardWriter(plan.out, s, cmd.shard_size, cmd.max_length, plan.dtype) for s in SPLITS
         }
+        self.packers = {s: BlockPacker(params) for s in SPLITS} if cmd.pack else None
         self.totals = {s: empty_stats() for s in SPLITS}
         self.total_bytes = plan.corpus.total_bytes
         self.progress = cmd.progress
@@ -223,6 +230,24 @@ class _Collector:
         self.done_bytes = 0
         self.unk_check = UnkCheck(cmd.tokenizer, cmd.max_unk_rate)
         self.out = plan.out
+
+    def _write(self, split: str, blocks: Any) -> None:
+        """Write ``blocks`` (through the packer with ``--pack``)."""
+        if self.packers is not None:
+            blocks = self.packers[split].add(blocks)
+        self.writers[split].add(blocks)
+
+    def close(self) -> dict[str, list]:
+        """Write what the packers still hold, close the shards; the shards per split.
+
+        With ``--pack`` a split's ``blocks`` count is what was written and
+        ``blocks_folded`` says how many of the built blocks were folded into another."""
+        for s in SPLITS:
+            if self.packers is not None:
+                self.writers[s].add(self.packers[s].flush())
+                self.totals[s]["blocks"] -= self.packers[s].folded
+                self.totals[s]["blocks_folded"] = self.packers[s].folded
+        return {s: self.writers[s].close() for s in SPLITS}
 
     def writing(self) -> str:
         """What was being written when the disk filled, in words."""
@@ -253,7 +278,7 @@ class _Collector:
     def __call__(self, result: dict[str, Any], position: int) -> None:
         for s in SPLITS:
             arr, stats = result[s]
-            self.writers[s].add(arr)
+            self._write(s, arr)
             for k, v in stats.items():
                 self.totals[s][k] += v
         self.unk_check(self.totals, final=False)
@@ -316,7 +341,7 @@ def _build(plan: _Plan, cmd: PrepareCommand) -> tuple[dict[str, dict], dict[str,
     )
     tok_json = encoding_tokenizer(plan.tok).to_str()
     workers = cmd.workers or _default_workers()
-    collect = _Collector(plan, cmd)
+    collect = _Collector(plan, cmd, params)
     shas = [s["sha256"] for s in plan.sources]
     chunks = _chunks(plan.corpus, cmd.seed, shas, warn_hangul=plan.settings["strip_accents"])
     size = collect.writers["train"].shard_bytes
@@ -342,7 +367,7 @@ def _build_into(
             _run_pool(chunks, workers, tok_json, params, collect)
         plan.corpus.check_not_empty()
         collect.unk_check(collect.totals, final=True)
-        shards = {s: collect.writers[s].close() for s in SPLITS}
+        shards = collect.close()
     except BaseException:
         for w in collect.writers.values():
             w.abort()

@@ -147,7 +147,7 @@ def build_blocks(cmd: CompareCommand, out: Path, data_dir: Path) -> Path:
             progress=cmd.progress,
         )
         atomic_write_json(built, stamp)
-    blocks = out / "blocks"
+    blocks = out / ("blocks-packed" if cmd.pack_blocks else "blocks")  # both may be kept
     prepare(
         PrepareCommand(
             inputs=[str(f) for f in files],
@@ -155,6 +155,7 @@ def build_blocks(cmd: CompareCommand, out: Path, data_dir: Path) -> Path:
             output=str(blocks),
             max_length=128,
             strip_gutenberg=True,
+            pack=cmd.pack_blocks,
             overwrite=retrain,  # blocks of the old vocabulary are rebuilt with it
             progress=cmd.progress,
         )

@@ -241,6 +241,14 @@ class CompareCommand:
     corpus_mb: float = field(
         default=12.0, metadata={"doc": "Megabytes of text per language when built here."}
     )
+    pack_blocks: bool = field(
+        default=False,
+        metadata={
+            "doc": "When built here, fold part-filled blocks together (electra prepare "
+            "--pack; into DATA/blocks-packed): about 89% of a step's positions are text "
+            "instead of 69% in the default corpus, for every arm alike."
+        },
+    )
     progress: bool = field(default=True, metadata={"doc": "Show progress bars."})
 
 
