@@ -585,6 +585,22 @@ def test_the_executed_counter_buys_each_arm_the_steps_of_its_real_matmuls(
     assert steps["rtd"] / steps["mlm"] > paper_steps["rtd"] / paper_steps["mlm"]
 
 
+def test_a_steps_seconds_come_from_the_clock_not_the_text_tokens_rate(tmp_path: Path) -> None:
+    """tokens_per_s counts text, not padding: half-padded blocks must not double a step."""
+    from electra.experiments.compare import measured_step_seconds
+
+    records = [
+        {"step": 10 * i, "loss": 1.0, "elapsed_s": 5.0 * i, "tokens_per_s": 4096 * 10 / 5 / 2}
+        for i in range(1, 6)
+    ]
+    records.insert(3, {"step": 30, "val/loss": 1.0, "elapsed_s": 99.0})  # not a train record
+    records.append({"step": 60, "loss": 1.0, "elapsed_s": 3.0})  # a resumed process's clock
+    records.append({"step": 70, "loss": 1.0, "elapsed_s": 8.0})
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    assert measured_step_seconds(tmp_path) == pytest.approx(0.5)
+    assert measured_step_seconds(tmp_path / "none") is None
+
+
 def test_the_table_says_what_a_step_costs_by_each_counter() -> None:
     from builders import compare_result
 

@@ -307,7 +307,7 @@ def pretrain_arm(
     records = [_export_mark(arm, run, mark, costs, cmd.counter) for mark in marks]
     for r in records:  # each block seen once per pass (run.seed orders them)
         r["passes"] = r["steps"] * probe.optim.batch_size / len(train)
-    seconds = measured_step_seconds(run, probe.optim.batch_size * train.block_length)
+    seconds = measured_step_seconds(run)
     return records, {**costs, "seconds": seconds}
 
 
@@ -455,18 +455,28 @@ def step_costs(cfg: Any, blocks: Path) -> dict[str, float]:
     return {"paper": paper, "executed": executed}
 
 
-def measured_step_seconds(run: Path, tokens_per_step: int) -> float | None:
-    """Seconds per step on this machine: the median of the run's logged ``tokens_per_s``
-    (each log interval's own rate, so resumes and the clock between sessions do not count);
-    None when the run logged none."""
+def measured_step_seconds(run: Path) -> float | None:
+    """Seconds per step on this machine: the median over the run's log intervals of the
+    time between two records over the steps between them (each interval's own, so a
+    resume's gap is one interval among many); None when the run logged fewer than two.
+
+    Not from the logged ``tokens_per_s``: that counts text tokens, not padding, so
+    ``positions / tokens_per_s`` overstates a step by the share of padding (1.44x in
+    compare's default corpus)."""
     log = run / "metrics.jsonl"
-    rates = []
-    if log.is_file():
-        for line in log.read_text().splitlines():
-            rate = json.loads(line).get("tokens_per_s") if line.strip() else None
-            if rate:
-                rates.append(float(rate))
-    return tokens_per_step / statistics.median(rates) if rates else None
+    if not log.is_file():
+        return None
+    marks = []
+    for line in log.read_text().splitlines():
+        rec = json.loads(line) if line.strip() else {}
+        if "elapsed_s" in rec and "step" in rec and "loss" in rec:
+            marks.append((rec["step"], rec["elapsed_s"]))
+    per_step = [
+        (t1 - t0) / (s1 - s0)
+        for (s0, t0), (s1, t1) in zip(marks, marks[1:], strict=False)
+        if s1 > s0 and t1 > t0
+    ]
+    return statistics.median(per_step) if per_step else None
 
 
 def untrained_encoder(cmd: CompareCommand, blocks: Path, out: Path) -> Path:
