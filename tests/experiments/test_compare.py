@@ -634,13 +634,22 @@ def test_the_plot_draws_each_arm_against_log_flops_with_the_floors(tmp_path: Pat
         assert ax.get_xscale() == "log"
         _, labels = ax.get_legend_handles_labels()
         assert labels.count("ELECTRA (RTD)") == labels.count("BERT (MLM)") == 1
-        assert {"random start (none)", "ppmi table only", "TF-IDF floor", "majority"} <= set(labels)
+        expected = {"random start (none)", "ppmi table only", "TF-IDF floor"}
+        assert expected | {"majority 50.0 (below the axis)"} <= set(labels)
         floor_ys = {ln.get_ydata()[0] for ln in ax.get_lines() if ln.get_linestyle() == "--"}
         assert floor_ys == {80.0, 50.0}  # the TF-IDF and majority floors, horizontal
+        # the majority floor, 25 points under every score, is left below the axis
+        assert 50.0 < ax.get_ylim()[0] < 75.0
     rtd = next(c for c in fig.axes[0].containers if c.get_label() == "ELECTRA (RTD)")
     assert list(rtd.lines[0].get_ydata()) == [77.0, 79.0]  # medians; the 0-FLOPs start not on it
     plot(result, tmp_path / "compare.png")
     assert (tmp_path / "compare.png").read_bytes()[:4] == b"\x89PNG"
+    # a mark not (yet) fine-tuned on one task is left off that panel only
+    del result["points"][2]["scores"]["sst2"]  # rtd's first mark
+    fig = figure(result)
+    for ax, drawn in zip(fig.axes, ([77.0, 79.0], [79.0]), strict=True):
+        rtd = next(c for c in ax.containers if c.get_label() == "ELECTRA (RTD)")
+        assert list(rtd.lines[0].get_ydata()) == drawn
 
 
 def test_a_tagging_task_beside_text_tasks_keeps_their_tfidf_floor_in_the_table() -> None:

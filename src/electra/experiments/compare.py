@@ -848,6 +848,22 @@ def _arm_style(arm: str) -> dict[str, Any]:
     }
 
 
+def _zoom_past_constant_floor(ax: Any, result: dict[str, Any], task: str) -> None:
+    """Where the majority (or memorised-tags) floor lies far below every score, leave it
+    under the axis and say its value in the legend, so that the arms' differences (a
+    point or two) stay visible instead of being squashed against a line 30 points down."""
+    floor = (result.get("floors") or {}).get(task) or {}
+    constant = floor.get("constant")
+    scores = [100 * p["scores"][task]["median"] for p in result["points"] if task in p["scores"]]
+    if constant is None or not scores or 100 * constant > min(scores) - 15:
+        return
+    lows = [*scores, *(100 * floor[k] for k in ("tfidf", "tfidf_pair") if floor.get(k))]
+    ax.set_ylim(bottom=min(lows) - 3)
+    for line in ax.get_lines():
+        if line.get_label() == floor.get("constant_name", ""):
+            line.set_label(f"{line.get_label()} {100 * constant:.1f} (below the axis)")
+
+
 def figure(result: dict[str, Any]) -> Any:
     """Score against pre-training FLOPs (log axis), one panel per task: one line per arm
     (median over seeds, bars min to max), the untrained starts (0 FLOPs, so off a log axis)
@@ -861,15 +877,19 @@ def figure(result: dict[str, Any]) -> Any:
     fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 3.8), dpi=100, squeeze=False)
     for ax, task in zip(axes[0], tasks, strict=True):
         for arm in _trained_arms(result["points"]):
-            pts = sorted((p for p in result["points"] if p["arm"] == arm), key=lambda p: p["flops"])
+            pts = sorted(
+                (p for p in result["points"] if p["arm"] == arm and task in p["scores"]),
+                key=lambda p: p["flops"],
+            )  # a point not fine-tuned on every task (yet) is drawn where it was
             x = [p["flops"] for p in pts]
             y = [100 * p["scores"][task]["median"] for p in pts]
             ax.errorbar(x, y, yerr=_spread(pts, task), **_arm_style(arm))
         for p in result["points"]:
-            if p["arm"] in _BASELINE_STYLE:
+            if p["arm"] in _BASELINE_STYLE and task in p["scores"]:
                 name, colour = _BASELINE_STYLE[p["arm"]]
                 ax.axhline(100 * p["scores"][task]["median"], ls=":", color=colour, label=name)
         _plot_floors(ax, (result.get("floors") or {}).get(task) or {})
+        _zoom_past_constant_floor(ax, result, task)
         ax.set_xscale("log")
         ax.set_title(f"{task} ({result['points'][0]['scores'][task]['metric']})")
         ax.set_xlabel(f"pre-training FLOPs per arm ({result.get('counter', 'paper')} count, log)")
