@@ -11,6 +11,7 @@ from electra.model.encoder import (
     ElectraGenerator,
     _attend,
     _attention_with_dropout,
+    depthwise_conv,
     dropout,
 )
 
@@ -193,3 +194,35 @@ def test_convbert_convolution_heads_see_only_their_span() -> None:
     changed = [i for i in range(12) if not torch.allclose(a[i], b[i])]
     assert changed == [5, 6, 7]
     assert not torch.allclose(mixed(x, None)[0, 0, :half], mixed(moved, None)[0, 0, :half])
+
+
+def _conv_and_grads(conv, x: torch.Tensor, taps: torch.Tensor, autocast: bool):
+    """Output and the input's and taps' gradients of ``conv(x, taps)`` for one fixed upstream."""
+    x, taps = x.detach().clone().requires_grad_(True), taps.detach().clone().requires_grad_(True)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        y = conv(x, taps)
+    upstream = torch.linspace(-1, 1, y.numel()).reshape(y.shape).to(y.dtype)
+    y.backward(upstream)
+    return y.detach(), x.grad, taps.grad
+
+
+def test_depthwise_conv_matches_conv2d_and_its_gradients() -> None:
+    """The CPU training path's own backward (input gradient by the reversed taps, the taps'
+    gradient in fp32) gives conv2d's gradients: to fp32 rounding in fp32, and within bf16's
+    rounding under bf16 autocast, where it returns each gradient in its input's dtype."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 20, 8).transpose(1, 2).unsqueeze(2)  # (3, 8, 1, 20), channels-last
+    taps = torch.randn(8, 1, 1, 9) * 0.2
+
+    def plain(image: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(image, t, padding=(0, 4), groups=8)
+
+    for autocast, tol in ((False, 1e-5), (True, 0.02)):
+        ours = _conv_and_grads(depthwise_conv, x, taps, autocast)
+        ref = _conv_and_grads(plain, x, taps, autocast)
+        assert ours[1].dtype == x.dtype and ours[2].dtype == taps.dtype
+        for a, b in zip(ours, ref, strict=True):
+            scale = b.float().abs().max()
+            assert (a.float() - b.float()).abs().max() <= tol * scale
+    with torch.no_grad():  # inference and export: plain conv2d, no autograd Function
+        assert torch.equal(depthwise_conv(x, taps), plain(x, taps))
