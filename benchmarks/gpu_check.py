@@ -215,10 +215,33 @@ def _stop_children(signum: int, _frame: Any) -> None:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL ``proc`` and every process of its group (it was started in a new session)."""
+    """SIGKILL ``proc``, every process of its group (it was started in a new session) and
+    every descendant that left the group: torchrun starts each worker in a session of its
+    own, so killing the launcher's group alone left the worker sleeping (seen: a test's
+    torchrun step, its worker still waiting for the dead launcher's store minutes later)."""
+    strays = _descendants(proc.pid)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
+    for pid in strays:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     proc.wait()
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` in the process tree, from ``/proc`` (empty where there
+    is none: then the group kill is all there is)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)"
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 # ---------------------------------------------------------------------------

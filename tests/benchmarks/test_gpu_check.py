@@ -82,9 +82,11 @@ def test_gpu_check_gives_cuda_an_index(monkeypatch) -> None:
     assert gpu["capability"] == "9.0" and gpu["memory_gib"] == 141.0
 
 
-def test_a_step_that_times_out_leaves_no_process_behind(tmp_path: Path) -> None:
+@pytest.mark.parametrize("own_session", [False, True])
+def test_a_step_that_times_out_leaves_no_process_behind(tmp_path: Path, own_session) -> None:
     """A launcher killed at its timeout takes its workers with it (a torchrun worker left
-    sleeping would hold the GPU for the checks after it)."""
+    sleeping would hold the GPU for the checks after it), also a worker in a session of its
+    own, where torchrun starts them."""
     import subprocess
 
     import gpu_check
@@ -92,7 +94,8 @@ def test_a_step_that_times_out_leaves_no_process_behind(tmp_path: Path) -> None:
     pid_file = tmp_path / "child.pid"
     grandchild = (
         "import subprocess, sys, time; "
-        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
+        f"start_new_session={own_session}); "
         f"open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(60)"
     )
     with pytest.raises(subprocess.TimeoutExpired):
