@@ -75,10 +75,10 @@ def test_fine_tuning_results_are_keyed_by_their_batching() -> None:
 
     grouped, plain = CompareCommand(), CompareCommand(group_by_length=False)
     assert finetune_options(grouped)["group_by_length"] is True
-    assert finetune_settings(grouped) != finetune_settings(plain)
+    assert finetune_settings(grouped, "nsmc") != finetune_settings(plain, "nsmc")
     before = finetune_options(plain)
     del before["group_by_length"]
-    assert finetune_settings(plain) == _fingerprint({"data": "balanced-floors/1", **before})
+    assert finetune_settings(plain, "nsmc") == _fingerprint({"data": "balanced-floors/1", **before})
 
 
 def test_arm_runs_are_keyed_by_their_recipe(blocks: Path, tmp_path: Path) -> None:

@@ -168,6 +168,28 @@ def test_classification_nsmc(ko_model: Path, tmp_path: Path, one_thread: None) -
     ours_vs_transformers(model, "ElectraForSequenceClassification", ["정말 재미있어요", "최악"])
 
 
+def test_patience_stops_a_seed_whose_dev_score_stalls(
+    ko_model: Path,  # noqa: F811
+    tmp_path: Path,
+    one_thread: None,  # noqa: F811
+) -> None:
+    """A learning rate too small to move the dev score: epoch 2 is no better than 1, so a
+    patience of 1 ends the seed there, keeps epoch 1 and still scores it on test."""
+    out = tmp_path / "stall"
+    argv = "--task nsmc --epochs 4 --patience 1 --learning-rate 1e-12 --max-train-examples 64"
+    code = main(
+        ["finetune", "--model", str(ko_model), "-o", str(out), *argv.split()]
+        + ["--max-eval-examples", "32", "--max-length", "32", "--no-progress"]
+    )
+    assert code == 0
+    res = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    (seed,) = res["seeds"]
+    assert res["recipe"]["epochs"] == 4 and res["recipe"]["patience"] == 1
+    assert [h["epoch"] for h in seed["history"]] == [1, 2]
+    assert seed["best_epoch"] == 1 and seed["test"] is not None
+    assert seed["steps"] == 2 * 2  # two epochs of 64 / 32 examples ran, not four
+
+
 def test_regression_korsts_pairs_select_by_loss(
     ko_model: Path,  # noqa: F811
     tmp_path: Path,

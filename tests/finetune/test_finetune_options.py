@@ -171,7 +171,20 @@ def test_compare_fine_tuning_options_reach_its_finetune_args(
     # and each keys the reused results: another value is another directory
     for name, value in given.items():
         other = dataclasses.replace(CompareCommand(), **{name: value})
-        assert finetune_settings(other) != finetune_settings(CompareCommand()), name
+        assert finetune_settings(other, "sst2") != finetune_settings(CompareCommand(), "sst2"), name
+
+
+def test_compare_tags_for_its_own_epochs(built: list[FinetuneArgs], tmp_path: Path) -> None:
+    """A tagging task trains --tagging-epochs and keys its results by them; the sentence
+    tasks keep --epochs and the key they had before the option existed."""
+    cmd = CompareCommand(epochs=3, tagging_epochs=7, progress=False)
+    for task in ("klue-ner", "nsmc", "wnut17"):
+        finetune_point(cmd, "m", task, tmp_path / task, tmp_path, tmp_path / "f")
+    assert [args.epochs for args in built] == [7, 3, 7]
+    fewer = dataclasses.replace(cmd, tagging_epochs=3)
+    assert finetune_settings(fewer, "klue-ner") == finetune_settings(cmd, "nsmc")
+    assert finetune_settings(cmd, "klue-ner") != finetune_settings(fewer, "klue-ner")
+    assert finetune_settings(cmd, "nsmc") == finetune_settings(fewer, "nsmc")
 
 
 def test_demo_fine_tuning_options_reach_its_finetune_args(

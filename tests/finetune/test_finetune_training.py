@@ -1,4 +1,4 @@
-"""The fine-tuning loop's batching: every example once, seeded, and little padding."""
+"""The fine-tuning loop: batching (every example once, seeded, little padding), early stop."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import math
 import pytest
 import torch
 
-from electra.finetune.training import GROUP_BATCHES, epoch_batches
+from electra.config import ConfigError
+from electra.finetune.recipe import Recipe
+from electra.finetune.training import GROUP_BATCHES, BestEpoch, epoch_batches, stalled
 
 
 def _lengths(n: int, seed: int = 0) -> list[int]:
@@ -69,3 +71,27 @@ def test_grouped_batch_order_is_shuffled() -> None:
     longest = [max(lengths[i] for i in b) for b in batches]
     assert longest != sorted(longest, reverse=True)
     assert longest != sorted(longest)
+
+
+@pytest.mark.parametrize(
+    ("patience", "best", "epoch", "stop"),
+    [
+        (0, 1, 9, False),  # 0: every epoch runs
+        (2, 3, 4, False),  # one epoch without a better score
+        (2, 3, 5, True),  # two in a row
+        (2, 9, 10, False),  # the last epoch: nothing left to skip
+        (3, 6, 9, True),
+    ],
+)
+def test_patience_ends_a_seed_after_epochs_without_a_better_dev_score(
+    patience: int, best: int, epoch: int, stop: bool
+) -> None:
+    recipe = Recipe(epochs=10, patience=patience)
+    kept = BestEpoch(recipe)
+    kept.epoch = best
+    assert stalled(recipe, kept, epoch) is stop
+
+
+def test_patience_must_not_be_negative() -> None:
+    with pytest.raises(ConfigError, match="patience"):
+        Recipe(patience=-1)

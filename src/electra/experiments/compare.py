@@ -60,6 +60,7 @@ from electra.experiments.options import ARM_KEYS, CompareCommand
 from electra.finetune.baselines import floor_scores
 from electra.finetune.results import results_complete
 from electra.finetune.run import finetune, finetune_args_from, finetune_options
+from electra.finetune.tasks import TASKS
 from electra.model.hf import export_random_discriminator, word_table_key
 from electra.pretrain.config import load_config, resolve_model
 from electra.pretrain.export import export_run
@@ -529,11 +530,19 @@ def _fingerprint(obj: Any) -> str:
     return hashlib.sha256(body.encode()).hexdigest()[:8]
 
 
-def finetune_settings(cmd: CompareCommand) -> str:
-    """A short fingerprint of the fine-tuning options (results are reused only if equal)."""
+def task_options(cmd: CompareCommand, task: str) -> dict[str, Any]:
+    """The fine-tuning options of ``task``: compare's, with the tagging tasks' epochs."""
+    opts = finetune_options(cmd)
+    if task in TASKS and TASKS[task].family.name == "tagging":
+        opts["epochs"] = cmd.tagging_epochs
+    return opts
+
+
+def finetune_settings(cmd: CompareCommand, task: str) -> str:
+    """A short fingerprint of ``task``'s fine-tuning options (results reused only if equal)."""
     # "data": NSMC became balanced and results gained floors; older results are not reused.
     # Shuffled batches key as before the option existed, so their results are still found.
-    opts = finetune_options(cmd)
+    opts = task_options(cmd, task)
     batches = {"batches": "by-length"} if opts.pop("group_by_length") else {}
     return _fingerprint({"data": "balanced-floors/1", **batches, **opts})
 
@@ -553,6 +562,7 @@ def finetune_point(
         return json.loads(res_path.read_text())
     args = finetune_args_from(
         cmd,
+        epochs=task_options(cmd, task)["epochs"],
         model=model,
         task=task,
         output=str(out),
@@ -570,9 +580,15 @@ def finetune_all(
 
     Fills each point's ``scores``; returns each task's floors (one split for every point).
     """
-    settings = finetune_settings(cmd)
     jobs = [
-        (p, task, out / "finetune" / f"{p['run']}-{p['steps']}" / f"{task}-{settings}")
+        (
+            p,
+            task,
+            out
+            / "finetune"
+            / f"{p['run']}-{p['steps']}"
+            / f"{task}-{finetune_settings(cmd, task)}",
+        )
         for p in points
         for task in cmd.tasks
     ]

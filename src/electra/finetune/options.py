@@ -61,6 +61,11 @@ class RecipeFlags:
         "by length): ~3x faster on short texts, but not shown harmless (README).",
     )
     epochs: int | None = _flag(None, "Epochs (default: 10 RTE/STS, 2 QA, 3 otherwise).")
+    patience: int = _flag(
+        0,
+        "End a seed early after this many epochs in a row without a better dev score (0: "
+        "train every epoch). The schedule stays planned over --epochs.",
+    )
     max_length: int | None = _flag(None, "Max tokens per input (default: 128; QA 384).")
     doc_stride: int = _flag(128, "QA: tokens between the starts of context windows.")
     max_query_length: int = _flag(64, "QA: max question tokens.")

@@ -99,6 +99,7 @@ class Recipe:
     eval_batch_size: int = 64
     group_by_length: bool = False  # training batches of similar lengths (less padding)
     epochs: int = 3
+    patience: int = 0  # epochs in a row without a better dev score that end a seed (0: never)
     max_length: int = 128
     doc_stride: int = 128
     max_query_length: int = 64
@@ -129,6 +130,7 @@ class Recipe:
             ),
             (self.eval_batch_size > 0, f"eval_batch_size must be > 0, got {self.eval_batch_size}"),
             (self.epochs > 0, f"epochs must be > 0, got {self.epochs}"),
+            (self.patience >= 0, f"patience must be >= 0 (0: never stop), got {self.patience}"),
             (self.max_length >= 8, f"max_length must be >= 8, got {self.max_length}"),
             (self.doc_stride > 0, f"doc_stride must be > 0, got {self.doc_stride}"),
             (self.grad_clip >= 0, f"grad_clip must be >= 0 (0 disables), got {self.grad_clip}"),

@@ -359,6 +359,16 @@ def train_epoch(job: TrainingJob, opt: Optimisation, seed: int, epoch: int) -> f
     return float(running) / float(seen) if float(seen) else float("nan")
 
 
+def stalled(recipe: Recipe, best: BestEpoch, epoch: int) -> bool:
+    """Whether ``recipe.patience`` epochs in a row have passed without a better dev score.
+
+    Early stopping lets one recipe give a slow learner (tagging from a discriminator, which
+    was still rising at the third epoch) its epochs without charging a task that peaked at
+    the second for all of them.
+    """
+    return recipe.patience > 0 and epoch < recipe.epochs and epoch - best.epoch >= recipe.patience
+
+
 def train_seed(job: TrainingJob, seed: int) -> dict[str, Any]:
     """Train one seed, keep its best epoch on dev, score that on test."""
     t0 = time.perf_counter()
@@ -391,6 +401,13 @@ def train_seed(job: TrainingJob, seed: int) -> dict[str, Any]:
             + (f", {skipped} steps skipped (NaN or infinite loss or gradient)" if skipped else ""),
             file=sys.stderr,
         )
+        if stalled(job.recipe, best, epoch):
+            print(
+                f"{job.spec.name} seed {seed}: no better dev {main} for {job.recipe.patience} "
+                f"epochs, stopped after epoch {epoch} of {job.recipe.epochs} (best: {best.epoch})",
+                file=sys.stderr,
+            )
+            break
     assert best.state is not None
     opt.model.load_state_dict(best.state)
     test_scores, test_loss, test_preds = None, None, None
