@@ -7,6 +7,7 @@ folders use); these are ordinary functions, imported by name (``from builders im
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -16,6 +17,7 @@ from typing import Any
 
 import torch
 
+from electra.experiments.options import CompareCommand
 from electra.finetune.tasks import resolve_data_dir
 from electra.model.config import preset
 from electra.model.encoder import ElectraDiscriminator
@@ -264,4 +266,5 @@ def compare_result(rtd: list[float], mlm: list[float], budget: float = 4.2e14, *
                 }
             )
     floors = {t: {"tfidf": 0.80, "constant": 0.50, "constant_name": "majority"} for t in tasks}
-    return {"points": points, "floors": floors, "command": {"seeds": [1, 2, 3]}}
+    command = {**dataclasses.asdict(CompareCommand()), "seeds": [1, 2, 3]}
+    return {"points": points, "floors": floors, "command": command}

@@ -663,6 +663,10 @@ def test_a_tagging_task_beside_text_tasks_keeps_their_tfidf_floor_in_the_table()
     table = markdown_table(result)
     assert "| TF-IDF floor | – | – | – | 80.0 | – | – |" in table
     assert "| majority class / memorised tags | – | – | – | 50.0 | 5.0 | 27.5 |" in table
+    assert (
+        "Fine-tuning: 4,000 training examples per task, 3 epochs (klue-ner: 10), Table 7's "
+        "learning rate, layer decay 1.0, length-grouped batches" in table
+    )
     result["floors"].pop("klue-ner")  # a task with no floors at all: "–" too, not no rows
     assert "| TF-IDF floor | – | – | – | 80.0 | – | – |" in markdown_table(result)
 

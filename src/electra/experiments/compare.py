@@ -726,7 +726,8 @@ def markdown_table(result: dict[str, Any]) -> str:
         + f", median ± std over {len(result['command']['seeds'])} fine-tuning seeds (x100). "
         "Passes: blocks seen / training blocks. "
         "Floors: trained and scored on the same split, no pre-training (TF-IDF char 1-4 + "
-        "word 1-2 n-grams with logistic regression; always the training majority label)."
+        "word 1-2 n-grams with logistic regression; always the training majority label). "
+        + finetuning_note(result["command"], tasks)
     )
     if _has_pairs(floors, tasks):
         note += (
@@ -745,6 +746,24 @@ def markdown_table(result: dict[str, Any]) -> str:
         + "\n".join(words)
         + ("\n" if words else "")
         + cost_table(result)
+    )
+
+
+def finetuning_note(command: dict[str, Any], tasks: list[str]) -> str:
+    """One sentence on how every point was fine-tuned: examples, epochs (the tagging tasks'
+    own where there are some), layer decay, batches."""
+    if "epochs" not in command:  # a result written before compare recorded its command
+        return ""
+    n = command.get("max_train_examples", 0)
+    epochs = f"{command.get('epochs')} epochs"
+    tagging = [t for t in tasks if t in TASKS and TASKS[t].family.name == "tagging"]
+    if tagging and command.get("tagging_epochs"):
+        epochs += f" ({', '.join(tagging)}: {command['tagging_epochs']})"
+    batches = "length-grouped" if command.get("group_by_length") else "shuffled"
+    return (
+        f"Fine-tuning: {f'{n:,}' if n else 'all'} training examples per task, {epochs}, "
+        f"Table 7's learning rate, layer decay {command.get('layer_decay')}, {batches} "
+        "batches, the best epoch on dev scored on test."
     )
 
 
