@@ -747,3 +747,15 @@ def test_a_lever_that_adds_work_is_charged_it(blocks: Path) -> None:
     more = step_costs(load_config(cmd.config, arm_overrides(cmd, lever)), blocks)
     for counter in ("paper", "executed"):
         assert plain[counter] < more[counter] < 1.2 * plain[counter], counter
+
+
+@pytest.mark.parametrize("bad", [{"epochs": 0}, {"tagging_epochs": 0}, {"finetune_jobs": 0}])
+def test_fine_tuning_lengths_and_jobs_are_checked_before_anything_runs(
+    bad: dict, tmp_path: Path
+) -> None:
+    from electra.experiments.compare import compare
+
+    cmd = CompareCommand(config="tiny", output=str(tmp_path / "out"), **bad)
+    with pytest.raises(ConfigError, match=next(iter(bad))):
+        compare(cmd)
+    assert not (tmp_path / "out").exists()

@@ -650,6 +650,10 @@ def compare(cmd: CompareCommand) -> dict[str, Any]:
     """Run the whole comparison; returns what ``compare.json`` holds."""
     if cmd.finetune_jobs < 1:
         raise ConfigError(f"finetune_jobs: at least 1 (got {cmd.finetune_jobs})")
+    if min(cmd.epochs, cmd.tagging_epochs) < 1:
+        raise ConfigError(
+            f"epochs, tagging_epochs: at least 1 (got {cmd.epochs}, {cmd.tagging_epochs})"
+        )
     arms = check_arms(cmd)
     t0 = time.time()
     out = Path(cmd.output)
