@@ -208,10 +208,9 @@ class CompareCommand:
         },
     )
     # At 3 epochs on 4,000 KLUE-NER sentences the dev F1 of every model, the random start
-    # included, was still rising at the last epoch (best epoch 3 in 33 of 33 fine-tunings),
-    # RTD's most: its gap to MLM at 2e14 was 5.6 F1 after 3 epochs and 1.6 after 10 (one
-    # seed); NSMC and SST-2 peaked by epoch 2-3 and lost test accuracy over 10
-    # (recipe_search.md, 2026-12-06).
+    # included, was still rising at the last epoch (best epoch 3 in 33 of 33 fine-tunings).
+    # At 10 (2e14 FLOPs, 3 seeds) the random start went 36.1 -> 51.9 and RTD's gap to MLM
+    # 5.5 -> 2.3 F1; SST-2's dev accuracy had peaked by epoch 3 (recipe_search.md, 2026-12-06).
     tagging_epochs: int = field(
         default=10,
         metadata={
