@@ -530,10 +530,15 @@ def _fingerprint(obj: Any) -> str:
     return hashlib.sha256(body.encode()).hexdigest()[:8]
 
 
+def is_tagging(task: str) -> bool:
+    """Whether ``task`` is a registered tagging task (fine-tuned for ``--tagging-epochs``)."""
+    return task in TASKS and TASKS[task].family.name == "tagging"
+
+
 def task_options(cmd: CompareCommand, task: str) -> dict[str, Any]:
     """The fine-tuning options of ``task``: compare's, with the tagging tasks' epochs."""
     opts = finetune_options(cmd)
-    if task in TASKS and TASKS[task].family.name == "tagging":
+    if is_tagging(task):
         opts["epochs"] = cmd.tagging_epochs
     return opts
 
@@ -760,7 +765,7 @@ def finetuning_note(command: dict[str, Any], tasks: list[str]) -> str:
         return ""
     n = command.get("max_train_examples", 0)
     epochs = f"{command.get('epochs')} epochs"
-    tagging = [t for t in tasks if t in TASKS and TASKS[t].family.name == "tagging"]
+    tagging = [t for t in tasks if is_tagging(t)]
     if tagging and command.get("tagging_epochs"):
         epochs += f" ({', '.join(tagging)}: {command['tagging_epochs']})"
     batches = "length-grouped" if command.get("group_by_length") else "shuffled"
