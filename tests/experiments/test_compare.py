@@ -759,3 +759,32 @@ def test_fine_tuning_lengths_and_jobs_are_checked_before_anything_runs(
     with pytest.raises(ConfigError, match=next(iter(bad))):
         compare(cmd)
     assert not (tmp_path / "out").exists()
+
+
+def test_the_table_warns_where_fine_tuning_stopped_short() -> None:
+    """Most seeds of every point choosing their last epoch means the dev score was still
+    rising (KLUE-NER at 3 epochs): compare.md says so, naming the flag; one point whose
+    seeds peaked earlier, or a result from before the count existed, says nothing."""
+    from builders import compare_result
+
+    from electra.experiments.compare import _main_scores, markdown_table
+
+    result = compare_result([0.55], [0.57], tasks=["nsmc", "klue-ner"])
+    for p in result["points"]:
+        p["scores"]["klue-ner"]["last_epoch_best"] = 3
+        p["scores"]["nsmc"]["last_epoch_best"] = 1
+    table = markdown_table(result)
+    assert "**klue-ner: fine-tuning may stop short**: 9 of 9 fine-tunings" in table
+    assert "(--tagging-epochs)" in table and "nsmc: fine-tuning may stop short" not in table
+    result["points"][1]["scores"]["klue-ner"]["last_epoch_best"] = 1
+    assert "may stop short" not in markdown_table(result)
+    del result["points"][1]["scores"]["klue-ner"]["last_epoch_best"]
+    assert "may stop short" not in markdown_table(result)
+
+    results = {
+        "task": {"main_metric": "f1"},
+        "recipe": {"epochs": 10},
+        "summary": {"test": {"f1": {"median": 0.55, "n": 3}}},
+        "seeds": [{"best_epoch": 10}, {"best_epoch": 8}, {"best_epoch": 10}],
+    }
+    assert _main_scores(results) == {"metric": "f1", "median": 0.55, "n": 3, "last_epoch_best": 2}
