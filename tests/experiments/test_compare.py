@@ -522,9 +522,11 @@ def test_every_arm_is_charged_the_budget_by_the_one_counter(
 ) -> None:
     """For each arm, the steps compare buys, the FLOPs of its marks and the Trainer's own
     count (``summary.json``, ``metrics.jsonl``) are one count, within one step of the budget."""
+    import dataclasses
+
     import electra.experiments.compare as compare_module
     from electra.experiments.compare import ARMS, pretrain_arm
-    from electra.pretrain.flops import paper_train_flops_per_step
+    from electra.pretrain.flops import paper_flops_plan
 
     cmd, out, arms = finished_arms
     assert set(arms) == set(ARMS) == {"rtd", "mlm", "rtd-ngram"}
@@ -545,14 +547,41 @@ def test_every_arm_is_charged_the_budget_by_the_one_counter(
     paper = {arm: costs["paper"] for arm, (_, costs) in arms.items()}
     assert paper["mlm"] < paper["rtd"]  # RTD pays for its generator
     assert paper["rtd-ngram"] < paper["rtd"]  # a count table costs (almost) nothing
+
     # A per-step count other than the Trainer's is refused, not reported as equal compute.
-    monkeypatch.setattr(
-        compare_module,
-        "paper_train_flops_per_step",
-        lambda *a, **k: 1.01 * paper_train_flops_per_step(*a, **k),
-    )
+    def dearer(*a, **k):
+        plan = paper_flops_plan(*a, **k)
+        return dataclasses.replace(plan, per_step=1.01 * plan.per_step)
+
+    monkeypatch.setattr(compare_module, "paper_flops_plan", dearer)
     with pytest.raises(ConfigError, match="the counts differ"):
         pretrain_arm(cmd, "rtd", blocks, out)
+
+
+def test_an_arm_whose_generator_freezes_is_charged_its_schedule(
+    blocks: Path, tmp_path: Path
+) -> None:
+    """``rtd:objective.generator_freeze_at=0.5``: compare buys the steps whose whole
+    schedule (joint steps, then cheaper frozen ones) fits the budget, more than plain RTD
+    gets; its marks, the Trainer's log and its summary are that one count."""
+    from electra.experiments.compare import pretrain_arm
+
+    cmd = _arm_command(tmp_path)
+    records, costs = pretrain_arm(cmd, "rtd:objective.generator_freeze_at=0.5", blocks, tmp_path)
+    _, plain = pretrain_arm(cmd, "rtd", blocks, tmp_path)
+    steps = records[-1]["steps"]
+    assert costs["paper"] < plain["paper"] and costs["executed"] < plain["executed"]
+    assert steps * costs["paper"] == pytest.approx(records[-1]["paper_flops"])
+    assert records[-1]["paper_flops"] <= cmd.budget_flops
+    assert steps > int(cmd.budget_flops // plain["paper"])  # the freeze bought steps
+    first = records[0]  # a mark before the freeze is charged full steps
+    assert first["paper_flops"] == pytest.approx(first["steps"] * plain["paper"])
+    run = arm_run_dir(cmd, "rtd:objective.generator_freeze_at=0.5", blocks, tmp_path)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["train_flops"] == records[-1]["paper_flops"]
+    logged = [json.loads(ln) for ln in (run / "metrics.jsonl").read_text().splitlines()]
+    marks = {r["steps"]: r["flops"] for r in records}
+    assert all(rec["train_flops"] == marks[rec["step"]] for rec in logged if rec["step"] in marks)
 
 
 def test_the_executed_counter_buys_each_arm_the_steps_of_its_real_matmuls(

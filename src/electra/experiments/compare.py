@@ -64,7 +64,7 @@ from electra.finetune.tasks import TASKS
 from electra.model.hf import export_random_discriminator, word_table_key
 from electra.pretrain.config import load_config, resolve_model
 from electra.pretrain.export import export_run
-from electra.pretrain.flops import executed_matmul_flops_per_step, paper_train_flops_per_step
+from electra.pretrain.flops import FlopsPlan, executed_flops_plan, paper_flops_plan
 from electra.pretrain.objectives import OBJECTIVES
 from electra.pretrain.trainer import Trainer
 from electra.system.files import atomic_write_json
@@ -284,9 +284,9 @@ def pretrain_arm(
     arm = as_arm(arm)
     run = arm_run_dir(cmd, arm, blocks, out)
     probe = load_config(cmd.config, arm_overrides(cmd, arm))
-    costs = step_costs(probe, blocks)
-    flops_step = costs[cmd.counter]
-    steps = int(cmd.budget_flops // flops_step)
+    plans = step_plans(probe, blocks)
+    flops_step = plans[cmd.counter].per_step
+    steps = plans[cmd.counter].steps_for(cmd.budget_flops)
     if steps < 10:
         raise ConfigError(
             f"--budget-flops {cmd.budget_flops:.3g} buys only {steps} {arm.name} steps "
@@ -298,14 +298,23 @@ def pretrain_arm(
     done = summary_path.is_file() and json.loads(summary_path.read_text()).get("step") == steps
     if not done:
         _note_other_budgets(cmd, arm, blocks, out, run, steps)
+        plan = plans[cmd.counter]
+        frozen = plan.freeze_step(steps)
+        after = (
+            f", {plan.frozen_step:.3g} each once the generator is frozen after step {frozen}"
+            if frozen is not None
+            else ""
+        )
         _log(
             f"pre-training {arm.name}: {steps} steps of {flops_step:.3g} FLOPs ({cmd.counter} "
-            f"count) = {steps * flops_step:.3g}"
+            f"count{after}) = {plan.through(steps, steps):.3g}"
         )
         _train_arm(_arm_config(cmd, arm, blocks, run, steps, interval, len(marks)), arm, run)
-    _check_charged(json.loads(summary_path.read_text()), arm.name, costs["paper"], run)
+    charged = plans["paper"].through(steps, steps)
+    _check_charged(json.loads(summary_path.read_text()), arm.name, charged, run)
     train = open_blocks(blocks, "train")
-    records = [_export_mark(arm, run, mark, costs, cmd.counter) for mark in marks]
+    records = [_export_mark(arm, run, mark, plans, steps, cmd.counter) for mark in marks]
+    costs = {name: plan.mean_step(steps) for name, plan in plans.items()}
     for r in records:  # each block seen once per pass (run.seed orders them)
         r["passes"] = r["steps"] * probe.optim.batch_size / len(train)
     seconds = measured_step_seconds(run)
@@ -330,17 +339,17 @@ def _note_other_budgets(
     )
 
 
-def _check_charged(summary: dict[str, Any], arm: str, flops_step: float, run: Path) -> None:
+def _check_charged(summary: dict[str, Any], arm: str, charged: float, run: Path) -> None:
     """The Trainer's own FLOPs count of the run must be the one compare charged.
 
-    compare buys ``budget // flops_step`` steps; the Trainer logs ``step x`` its per-step
-    count (``train_flops``). Were they two counts (another generator shape, another model),
-    the arms would no longer be charged alike: refuse rather than report such a point.
+    compare buys the steps whose whole schedule fits the budget (``charged`` paper FLOPs);
+    the Trainer logs its own count of the steps it ran (``train_flops``). Were they two
+    counts (another generator shape, another model, another freeze step), the arms would no
+    longer be charged alike: refuse rather than report such a point.
     """
     counted = summary.get("train_flops")
     if counted is None:
         return  # a run from before the summary counted FLOPs
-    charged = summary["step"] * flops_step
     if abs(counted - charged) > 1e-9 * max(charged, 1.0):
         raise ConfigError(
             f"{run}: the trainer counted {counted:.6g} FLOPs for {summary['step']} {arm} "
@@ -413,10 +422,10 @@ def _train_arm(cfg: Any, arm: Arm, run: Path) -> None:
 
 
 def _export_mark(
-    arm: Arm, run: Path, mark: int, costs: dict[str, float], counter: str
+    arm: Arm, run: Path, mark: int, plans: dict[str, FlopsPlan], steps: int, counter: str
 ) -> dict[str, Any]:
-    """The budget point at step ``mark``: its checkpoint exported (once) for fine-tuning;
-    its FLOPs by ``counter`` (``flops``) and by each counter of ``costs``."""
+    """The budget point at step ``mark`` of ``steps``: its checkpoint exported (once) for
+    fine-tuning; its FLOPs by ``counter`` (``flops``) and by each counter of ``plans``."""
     ckpt_dir = run / "checkpoints" / f"step-{mark:08d}"
     hf = run / "hf" / f"step-{mark:08d}"
     if not (hf / "generator" / "config.json").is_file():
@@ -426,14 +435,21 @@ def _export_mark(
         "arm": arm.name,
         "run": run.name,
         "steps": mark,
-        "flops": mark * costs[counter],
-        **{f"{name}_flops": mark * per_step for name, per_step in costs.items()},
+        "flops": plans[counter].through(mark, steps),
+        **{f"{name}_flops": plan.through(mark, steps) for name, plan in plans.items()},
         "model": str(model),
     }
 
 
 def step_costs(cfg: Any, blocks: Path) -> dict[str, float]:
-    """FLOPs of one training step of ``cfg`` on ``blocks`` by both counters.
+    """FLOPs of one training step of ``cfg`` on ``blocks`` by both counters (before any
+    freeze of the generator: :func:`step_plans` has the whole schedule's)."""
+    return {name: plan.per_step for name, plan in step_plans(cfg, blocks).items()}
+
+
+def step_plans(cfg: Any, blocks: Path) -> dict[str, FlopsPlan]:
+    """What the steps of ``cfg`` on ``blocks`` cost by both counters, step by step (a
+    frozen generator's steps cost less: :class:`~electra.pretrain.flops.FlopsPlan`).
 
     ``paper``: :func:`~electra.pretrain.flops.paper_train_flops_per_step`, the official
     script's count the Trainer logs (embedding lookups as one-hot matmuls, 2 x vocab x
@@ -444,16 +460,11 @@ def step_costs(cfg: Any, blocks: Path) -> dict[str, float]:
     """
     b = open_blocks(blocks, "train")
     model = resolve_model(cfg, b.vocab_size, "compare")
-    o, batch, seq = cfg.objective, cfg.optim.batch_size, b.block_length
-    corrective = o.disc_mlm_weight > 0
-    paper = paper_train_flops_per_step(
-        model, batch, seq, o.objective, o.generator_size, o.mask_prob, corrective_lm=corrective
-    )
-    masked = round(o.mask_prob * batch * seq)
-    executed = executed_matmul_flops_per_step(
-        model, batch, seq, o.objective, o.generator_size, masked, corrective
-    )
-    return {"paper": paper, "executed": executed}
+    batch, seq = cfg.optim.batch_size, b.block_length
+    return {
+        "paper": paper_flops_plan(model, batch, seq, cfg.objective),
+        "executed": executed_flops_plan(model, batch, seq, cfg.objective),
+    }
 
 
 def measured_step_seconds(run: Path) -> float | None:

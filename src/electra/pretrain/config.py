@@ -130,6 +130,30 @@ class ObjectiveConfig:
         },
     )
 
+    generator_freeze_at: float = field(
+        default=0.0,
+        metadata={
+            "doc": "RTD, experimental (0: never, the paper): the share of the planned steps "
+            "after which the generator stops training (Fast-ELECTRA's fixed auxiliary model, "
+            "trained by the run itself first). From then on it runs forward only, in eval "
+            "mode, with a frozen copy of the tables it was trained with (under tied "
+            "sharing; under gdes it owns them), and the budget charges its forward alone: "
+            "more discriminator steps for the same FLOPs. Single-process runs only."
+        },
+    )
+    frozen_temperature_start: float = field(
+        default=1.0,
+        metadata={
+            "doc": "RTD with generator_freeze_at: the sampling temperature at the freeze; it "
+            "moves linearly to frozen_temperature_end at the last step (Fast-ELECTRA's "
+            "curriculum: above 1 flatter, easier replacements; below 1 sharper, harder)."
+        },
+    )
+    frozen_temperature_end: float = field(
+        default=1.0,
+        metadata={"doc": "RTD with generator_freeze_at: the sampling temperature at the end."},
+    )
+
     ngram_top_k: int = field(
         default=32,
         metadata={"doc": "rtd-ngram: candidate tokens kept per context (the most frequent)."},
@@ -165,6 +189,23 @@ class ObjectiveConfig:
             raise ConfigError(f"temperature must be positive, got {self.temperature}")
         if self.disc_mlm_weight < 0:
             raise ConfigError(f"disc_mlm_weight must be >= 0, got {self.disc_mlm_weight}")
+        self._check_freeze()
+
+    def _check_freeze(self) -> None:
+        if not 0.0 <= self.generator_freeze_at < 1.0:
+            raise ConfigError(
+                f"objective.generator_freeze_at must be in [0, 1), got {self.generator_freeze_at}"
+            )
+        for name in ("frozen_temperature_start", "frozen_temperature_end"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"objective.{name} must be positive, got {getattr(self, name)}")
+        if self.generator_freeze_at > 0 and not (
+            self.kind.has_discriminator and self.kind.trains_generator
+        ):
+            raise ConfigError(
+                f"objective.generator_freeze_at freezes RTD's generator; {self.objective} "
+                "trains none beside a discriminator"
+            )
 
     def _check_ngram(self) -> None:
         for name in ("ngram_top_k", "ngram_min_count", "ngram_max_contexts", "ngram_max_tokens"):

@@ -21,7 +21,7 @@ from electra.pretrain.config import (
     ObjectiveConfig,
 )
 from electra.pretrain.modelcard import card_facts, write_model_card
-from electra.pretrain.objective import ElectraForPretraining
+from electra.pretrain.objective import ElectraForPretraining, match_frozen_state
 from electra.system.diskspace import reporting_full_disk
 from electra.text.special import SpecialIds
 
@@ -42,6 +42,7 @@ def load_run_model(
     if config.get("generator"):  # its own shape when continued from a released generator
         gen_cfg = from_dict(ElectraConfig, config["generator"], source)
     model = ElectraForPretraining(model_cfg, objective, special, gen_cfg)
+    match_frozen_state(model, model_state)  # saved after its generator froze
     ckpt.load_model_state(model, model_state, str(path / "model.safetensors"))
     return model, config, path
 

@@ -19,9 +19,10 @@ Two counts, for two purposes:
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from electra.model.config import ElectraConfig, generator_config, preset
-from electra.pretrain.config import PRESETS
+from electra.pretrain.config import PRESETS, ObjectiveConfig
 from electra.pretrain.objectives import objective_named
 from electra.pretrain.options import FlopsCommand
 
@@ -160,6 +161,7 @@ def paper_train_flops_per_step(
     mask_prob: float = 0.15,
     generator: ElectraConfig | None = None,
     corrective_lm: bool = False,
+    generator_frozen: bool = False,
 ) -> float:
     """Training FLOPs of one step, official methodology (training = 2 x forward).
 
@@ -171,18 +173,20 @@ def paper_train_flops_per_step(
     ``corrective_lm`` (``objective.disc_mlm_weight > 0``) adds the discriminator's
     pre-training-only MLM head at the masked positions, counted as the generator's is,
     so a lever that does more work per step gets fewer steps for the same budget.
+    ``generator_frozen`` (a step after ``objective.generator_freeze_at``) charges RTD's
+    generator its forward alone: nothing of it is differentiated.
     """
     frac = output_frac_for(mask_prob)
-    per_token = sum(
-        paper_forward_flops_per_token(c, seq_len, head, frac)
-        for c, head in trained_encoders(disc, objective, generator_size, generator)
-    )
+    encoders = trained_encoders(disc, objective, generator_size, generator)
+    per_token = [paper_forward_flops_per_token(c, seq_len, head, frac) for c, head in encoders]
     if corrective_lm and objective_named(objective).has_discriminator:
-        per_token += _mlm_output_flops(disc, frac)
+        per_token[0] += _mlm_output_flops(disc, frac)
     sampling = (
         frac * NGRAM_SAMPLE_FLOPS if objective_named(objective).replacements == "ngram" else 0
     )
-    return (2.0 * per_token + sampling) * batch_size * seq_len
+    passes = [2.0] + [1.0 if generator_frozen else 2.0] * (len(per_token) - 1)
+    trained = sum(n * f for n, f in zip(passes, per_token, strict=True))
+    return (trained + sampling) * batch_size * seq_len
 
 
 def executed_matmul_flops_per_step(
@@ -193,12 +197,14 @@ def executed_matmul_flops_per_step(
     generator_size: float = 0.25,
     n_masked: int | None = None,
     corrective_lm: bool = False,
+    generator_frozen: bool = False,
 ) -> float:
     """Matmul FLOPs a training step executes (3 x forward), the numerator of MFU.
 
     ``n_masked`` is the number of masked positions in the batch (defaults to
     15% of the tokens); the generator head runs only there, and so does the
-    discriminator's corrective MLM head when ``corrective_lm``.
+    discriminator's corrective MLM head when ``corrective_lm``. A frozen generator
+    (``generator_frozen``) runs its forward alone.
     """
     tokens = batch_size * seq_len
     if n_masked is None:
@@ -218,13 +224,106 @@ def executed_matmul_flops_per_step(
             2 * c.hidden_size * c.embedding_size + 2 * c.embedding_size * c.vocab_size
         )
 
-    fwd = sum(
-        body(c) + head_flops(c, head)
-        for c, head in trained_encoders(disc, objective, generator_size)
-    )
+    encoders = trained_encoders(disc, objective, generator_size)
+    fwd = [body(c) + head_flops(c, head) for c, head in encoders]
     if corrective_lm and objective_named(objective).has_discriminator:
-        fwd += head_flops(disc, "mlm")
-    return 3.0 * fwd
+        fwd[0] += head_flops(disc, "mlm")
+    passes = [3.0] + [1.0 if generator_frozen else 3.0] * (len(fwd) - 1)
+    return sum(n * f for n, f in zip(passes, fwd, strict=True))
+
+
+@dataclass(frozen=True)
+class FlopsPlan:
+    """What a run's steps cost, step by step, by one counter.
+
+    ``per_step`` until the generator freezes (``objective.generator_freeze_at``, the share
+    ``freeze_at`` of the planned steps), ``frozen_step`` after: a run that never freezes
+    costs ``per_step`` throughout. The freeze step depends on the plan, so every count
+    takes the planned steps.
+    """
+
+    per_step: float
+    frozen_step: float | None = None
+    freeze_at: float = 0.0
+
+    def freeze_step(self, planned: int) -> int | None:
+        """The first step whose generator is frozen, in a run of ``planned`` steps
+        (None: it never freezes)."""
+        if self.freeze_at <= 0 or self.frozen_step is None:
+            return None
+        return max(1, round(self.freeze_at * planned))
+
+    def through(self, step: int, planned: int) -> float:
+        """FLOPs of the first ``step`` steps of a run of ``planned`` steps."""
+        k = self.freeze_step(planned)
+        if k is None or step <= k:
+            return step * self.per_step
+        return k * self.per_step + (step - k) * self.frozen_step
+
+    def mean_step(self, planned: int) -> float:
+        """FLOPs per step over a whole run of ``planned`` steps."""
+        return self.through(planned, planned) / max(planned, 1)
+
+    def steps_for(self, budget: float) -> int:
+        """The most steps a run can plan whose whole schedule fits ``budget``."""
+        if self.freeze_step(1) is None:
+            return int(budget // self.per_step)
+        mean = self.freeze_at * self.per_step + (1 - self.freeze_at) * self.frozen_step
+        n = int(budget // mean)
+        while n > 0 and self.through(n, n) > budget:
+            n -= 1
+        while self.through(n + 1, n + 1) <= budget:
+            n += 1
+        return n
+
+
+def paper_flops_plan(
+    disc: ElectraConfig,
+    batch_size: int,
+    seq_len: int,
+    objective: ObjectiveConfig,
+    generator: ElectraConfig | None = None,
+) -> FlopsPlan:
+    """The paper counter's :class:`FlopsPlan` of a run of ``objective`` at this shape."""
+
+    def per_step(frozen: bool) -> float:
+        return paper_train_flops_per_step(
+            disc,
+            batch_size,
+            seq_len,
+            objective.objective,
+            objective.generator_size,
+            objective.mask_prob,
+            generator=generator,
+            corrective_lm=objective.disc_mlm_weight > 0,
+            generator_frozen=frozen,
+        )
+
+    freeze_at = objective.generator_freeze_at
+    return FlopsPlan(per_step(False), per_step(True) if freeze_at > 0 else None, freeze_at)
+
+
+def executed_flops_plan(
+    disc: ElectraConfig, batch_size: int, seq_len: int, objective: ObjectiveConfig
+) -> FlopsPlan:
+    """The executed-matmul counter's :class:`FlopsPlan` (the generator of
+    ``objective.generator_size``; ``objective.mask_prob`` of the positions masked)."""
+    masked = round(objective.mask_prob * batch_size * seq_len)
+
+    def per_step(frozen: bool) -> float:
+        return executed_matmul_flops_per_step(
+            disc,
+            batch_size,
+            seq_len,
+            objective.objective,
+            objective.generator_size,
+            masked,
+            objective.disc_mlm_weight > 0,
+            generator_frozen=frozen,
+        )
+
+    freeze_at = objective.generator_freeze_at
+    return FlopsPlan(per_step(False), per_step(True) if freeze_at > 0 else None, freeze_at)
 
 
 def count_parameters(c: ElectraConfig, head: str = "none") -> int:

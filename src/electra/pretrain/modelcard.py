@@ -17,7 +17,8 @@ from typing import Any
 
 from electra.config import from_dict
 from electra.model.config import ElectraConfig
-from electra.pretrain.flops import paper_train_flops_per_step
+from electra.pretrain.config import ObjectiveConfig
+from electra.pretrain.flops import paper_flops_plan
 from electra.pretrain.objectives import objective_named
 from electra.system.files import atomic_write_bytes
 
@@ -52,24 +53,23 @@ def card_facts(config: dict[str, Any], step: int, summary: dict[str, Any] | None
     )
     optim, objective = config["optim"], config["objective"]
     length = int(config["data"]["block_length"])
-    per_step = paper_train_flops_per_step(
+    plan = paper_flops_plan(
         model,
         optim["batch_size"],
         length,
-        objective["objective"],
-        objective["generator_size"],
-        objective["mask_prob"],
+        from_dict(ObjectiveConfig, objective, "config"),
         generator=generator,
-        corrective_lm=objective.get("disc_mlm_weight", 0.0) > 0,
     )
+    planned = (summary or {}).get("planned_steps") or optim["max_steps"]
     return {
         "model": model,
         "generator": generator,
         "objective": objective["objective"],
         "embedding_sharing": objective.get("embedding_sharing", "tied"),
+        "generator_freeze_at": objective.get("generator_freeze_at", 0.0),
         "step": step,
         "tokens": step * optim["batch_size"] * length,
-        "train_flops": step * per_step,
+        "train_flops": plan.through(step, planned),
         "learning_rate": optim["learning_rate"],
         "warmup_steps": optim["warmup_steps"],
         "dropout": optim.get("dropout", True),
@@ -212,7 +212,7 @@ def model_card(kind: str, facts: dict[str, Any]) -> str:
         "",
         "## Training",
         "",
-        f"- objective: {facts['objective']}{_sharing(facts)}",
+        f"- objective: {facts['objective']}{_sharing(facts)}{_frozen(facts)}",
         f"- steps: {facts['step']:,} of {facts['batch_size']} blocks{minutes}{stopped}",
         f"- tokens: {facts['tokens']:,}",
         f"- training FLOPs: {facts['train_flops']:.3g} (counted as the ELECTRA paper does)",
@@ -365,6 +365,17 @@ def write_card_text(directory: str | Path, text: str) -> Path:
     path = Path(directory) / "README.md"
     atomic_write_bytes(path, text.encode("utf-8"))
     return path
+
+
+def _frozen(facts: dict[str, Any]) -> str:
+    """Said only when the generator was frozen part-way (cards of other runs are unchanged)."""
+    share = facts.get("generator_freeze_at", 0.0)
+    if not share:
+        return ""
+    return (
+        f", the generator trained for the first {share:.0%} of the planned steps, then "
+        "frozen (forward only; the discriminator's architecture is unchanged)"
+    )
 
 
 def _sharing(facts: dict[str, Any]) -> str:

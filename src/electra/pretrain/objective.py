@@ -33,6 +33,7 @@ whose state the training loop checkpoints.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -519,6 +520,10 @@ METRIC_NAMES = (
 )
 
 
+FROZEN_KEY = "frozen_generator"
+"""The model-state key saying a run's generator was frozen (``objective.generator_freeze_at``)."""
+
+
 class ElectraForPretraining(nn.Module):
     """Generator + discriminator (RTD) or a single MLM encoder (BERT baseline).
 
@@ -579,6 +584,12 @@ class ElectraForPretraining(nn.Module):
             self.discriminator = None
             self.generator = ElectraGenerator(config)
         self.replacements: NgramSource | None = None  # not a module: never in a checkpoint
+        # RTD's sampling temperature; the trainer moves it after a freeze (frozen_temperature).
+        self.sampling_temperature = objective.temperature
+        if objective.generator_freeze_at > 0:
+            # In the checkpoint, so a resumed run (and an export) rebuilds the frozen
+            # generator before loading: see :func:`match_frozen_state`.
+            self.register_buffer(FROZEN_KEY, torch.tensor(False))
 
     def attach_replacements(self, source: NgramSource) -> None:
         """rtd-ngram: the counted source its replacements are sampled from (the trainer
@@ -586,6 +597,47 @@ class ElectraForPretraining(nn.Module):
         if self.objective.kind.replacements != "ngram":
             raise ValueError(f"objective {self.objective.objective!r} samples from its generator")
         self.replacements = source
+
+    @property
+    def generator_frozen(self) -> bool:
+        """Whether the generator has stopped training (``objective.generator_freeze_at``)."""
+        flag = getattr(self, FROZEN_KEY, None)
+        return bool(flag) if flag is not None else False
+
+    def freeze_generator(self) -> list[nn.Parameter]:
+        """Stop training the generator; returns the parameters that no longer train.
+
+        Under tied sharing the generator gets a frozen copy of the embedding module it
+        was trained with (the discriminator goes on training the original, which would
+        otherwise move the frozen generator's inputs and output layer); under gdes it
+        owns the tables and only its own loss trained them, so they freeze with it and
+        the discriminator goes on through its delta. The generator runs in eval mode
+        (no dropout) from now on. Drop the returned parameters from the optimizer
+        (:func:`drop_from_optimizer`).
+        """
+        if self.generator is None or self.discriminator is None:
+            raise ValueError("only RTD's generator can be frozen")
+        if getattr(self, FROZEN_KEY, None) is None:
+            raise ValueError("objective.generator_freeze_at is 0: this model never freezes")
+        if self.generator_frozen:
+            return []
+        if self.objective.embedding_sharing == "tied":
+            own = copy.deepcopy(self.generator.electra.embeddings)
+            self.generator.electra.embeddings = own
+            self.generator.generator_lm_head.word_embeddings = [own.word_embeddings]
+        frozen = [p for p in self.generator.parameters() if p.requires_grad]
+        for p in self.generator.parameters():
+            p.requires_grad_(False)
+        getattr(self, FROZEN_KEY).fill_(True)
+        self.generator.eval()
+        return frozen
+
+    def train(self, mode: bool = True) -> ElectraForPretraining:
+        """``nn.Module.train``, except that a frozen generator stays in eval mode."""
+        super().train(mode)
+        if self.generator_frozen:
+            self.generator.eval()
+        return self
 
     @property
     def generator_config(self) -> ElectraConfig | None:
@@ -660,9 +712,15 @@ class ElectraForPretraining(nn.Module):
     ) -> PretrainOutput:
         obj = self.objective
         m = self._mask(input_ids, attention_mask, rng)
-        gen_logits = self.generator(m.input_ids, attn, token_type_ids, positions=m.positions)
-        mlm_loss, sampled, gen_pred = self._sample_replacements(gen_logits, m, rng)
-        gen_term = obj.gen_weight * mlm_loss
+        if self.generator_frozen:  # forward only: no loss term, nothing to differentiate
+            with torch.no_grad():
+                gen_logits = self.generator(m.input_ids, attn, token_type_ids, m.positions)
+                mlm_loss, sampled, gen_pred = self._sample_replacements(gen_logits, m, rng)
+            gen_term = None
+        else:
+            gen_logits = self.generator(m.input_ids, attn, token_type_ids, positions=m.positions)
+            mlm_loss, sampled, gen_pred = self._sample_replacements(gen_logits, m, rng)
+            gen_term = obj.gen_weight * mlm_loss
         out = self._detect(input_ids, attention_mask, attn, token_type_ids, m, sampled, gen_term)
         out.mlm_loss = mlm_loss
         with torch.no_grad():
@@ -741,10 +799,11 @@ class ElectraForPretraining(nn.Module):
         Sampling is outside the graph: the generator learns only from L_MLM.
         """
         rows = m.is_masked.sum(-1)
-        if self.objective.temperature == 1.0:
+        temperature = self.sampling_temperature
+        if temperature == 1.0 and not self.generator_frozen:
             return mlm_loss_and_sample(gen_logits, m.labels, rng, rows)
         mlm_loss = F.cross_entropy(gen_logits.float(), m.labels)  # mean over masked
-        sampled = sample_softmax(gen_logits, rng, self.objective.temperature, rows)
+        sampled = sample_softmax(gen_logits, rng, temperature, rows)
         return mlm_loss, sampled, gen_logits.detach().argmax(-1)
 
     def _discriminate(
@@ -773,3 +832,36 @@ def detection_metrics(
     precision = tp / (pred & real).sum().clamp(min=1)
     recall = tp / (replaced & real).sum().clamp(min=1)
     return accuracy, precision, recall
+
+
+def match_frozen_state(model: ElectraForPretraining, state: dict[str, Tensor]) -> None:
+    """Freeze ``model``'s generator where the checkpoint ``state`` was saved frozen, so that
+    the state's keys (the frozen copy of the tables) and the model's match before loading."""
+    flag = state.get(FROZEN_KEY)
+    if flag is not None and bool(flag) and not model.generator_frozen:
+        model.freeze_generator()
+
+
+def drop_from_optimizer(opt: torch.optim.Optimizer, params: Sequence[nn.Parameter]) -> None:
+    """Take ``params`` (and their moments) out of ``opt``: a frozen generator's parameters,
+    so that the optimizer holds exactly the parameters that train, as one built after a
+    resume does (its saved state then matches)."""
+    gone = {id(p) for p in params}
+    for group in opt.param_groups:
+        group["params"] = [p for p in group["params"] if id(p) not in gone]
+    for p in params:
+        opt.state.pop(p, None)
+
+
+def frozen_temperature(
+    objective: ObjectiveConfig, step: int, freeze_step: int, planned: int
+) -> float:
+    """The sampling temperature at ``step`` of a run whose generator freezes at
+    ``freeze_step`` of ``planned``: ``objective.temperature`` before, then linear from
+    ``frozen_temperature_start`` to ``frozen_temperature_end`` at the last step."""
+    if step < freeze_step:
+        return objective.temperature
+    span = max(planned - freeze_step, 1)
+    t = min(max((step - freeze_step) / span, 0.0), 1.0)
+    start, end = objective.frozen_temperature_start, objective.frozen_temperature_end
+    return start + (end - start) * t

@@ -84,11 +84,18 @@ from electra.pretrain.distributed import (
     setup_distributed,
 )
 from electra.pretrain.export import export_run
-from electra.pretrain.flops import paper_train_flops_per_step
+from electra.pretrain.flops import FlopsPlan, paper_flops_plan
 from electra.pretrain.health import HealthProbe, most_frequent_token, verdict
 from electra.pretrain.metrics import MetricsLog, StepWindow, one_line_summary
 from electra.pretrain.ngram import ngram_source
-from electra.pretrain.objective import ElectraForPretraining, SampleRNG, picks_per_row
+from electra.pretrain.objective import (
+    ElectraForPretraining,
+    SampleRNG,
+    drop_from_optimizer,
+    frozen_temperature,
+    match_frozen_state,
+    picks_per_row,
+)
 from electra.system import allocator
 from electra.system.diskspace import DiskFullError
 from electra.system.errors import RunError
@@ -210,6 +217,11 @@ class Trainer:
         start = plan_start(cfg.init, cfg.model, cfg.objective, train)  # None: random init
         model_cfg, gen_cfg, special = self._shapes(start, train)
         micro = self._micro_batch(env.world)
+        if cfg.objective.generator_freeze_at > 0 and env.world > 1:
+            raise ConfigError(
+                "objective.generator_freeze_at: single-process runs only for now (DDP and "
+                "FSDP would wait for the frozen generator's gradients)"
+            )
         out = self.out = Path(cfg.run.output_dir)
         resolved = self._resolved(model_cfg, gen_cfg, special, train, start)
         torch.manual_seed(_mix_seed(cfg.run.seed, 0x1417))  # the same initial weights on every rank
@@ -245,9 +257,11 @@ class Trainer:
             position=position,
             pin_memory=env.device.type == "cuda",
         )
-        flops_step = self._flops_per_step(model_cfg, gen_cfg, train.block_length)
+        flops = paper_flops_plan(
+            model_cfg, cfg.optim.batch_size, train.block_length, cfg.objective, gen_cfg
+        )
         self.model, self.wrapped, self.opt, self.loader = model, wrapped, opt, loader
-        self.flops_step, self.planned, self.micro = flops_step, self._plan(state, flops_step), micro
+        self.flops, self.planned, self.micro = flops, self._plan(state, flops), micro
         self.train_blocks, self.val, self.resolved = train, val, resolved
         try:
             return self._loop(step, log)
@@ -257,22 +271,6 @@ class Trainer:
             loader.close()
 
     # -- pieces ------------------------------------------------------------------------------
-
-    def _flops_per_step(
-        self, model_cfg: ElectraConfig, gen_cfg: ElectraConfig | None, block_length: int
-    ) -> float:
-        """The paper counter's FLOPs for one optimizer step of this run (what the budget spends)."""
-        obj = self.cfg.objective
-        return paper_train_flops_per_step(
-            model_cfg,
-            self.cfg.optim.batch_size,
-            block_length,
-            obj.objective,
-            obj.generator_size,
-            obj.mask_prob,
-            generator=gen_cfg,
-            corrective_lm=obj.disc_mlm_weight > 0,
-        )
 
     def _tracker(self, out: Path, resolved: dict[str, Any]) -> Tracker:
         """``run.tracker``'s tracker (rank 0), with the resolved config logged once."""
@@ -333,6 +331,7 @@ class Trainer:
                 print(f"no checkpoint in {out}; starting from scratch", file=sys.stderr)
             return 0, 0, None
         found, (model_state, state, _) = latest
+        match_frozen_state(model, model_state)  # a run saved after its generator froze
         ckpt.load_model_state(model, model_state, str(found.path / "model.safetensors"))
         step, position = int(state["step"]), int(state["position"])
         self.nonfinite = NonFiniteSteps(limit, self.env.device, int(state.get("skipped_steps", 0)))
@@ -355,7 +354,7 @@ class Trainer:
             _load_optimizer(model, opt, state["optimizer"])
         return opt
 
-    def _plan(self, state: dict[str, Any] | None, flops_step: float) -> int:
+    def _plan(self, state: dict[str, Any] | None, flops: FlopsPlan) -> int:
         """The steps planned: optim.max_steps, a resumed run's fitted plan, the FLOPs cap."""
         run, planned = self.cfg.run, self.cfg.optim.max_steps
         if state is not None and run.fit_minutes > 0 and "planned_steps" in state:
@@ -363,7 +362,7 @@ class Trainer:
             # the budget counts the time already spent on the work kept
             self.t_fit0 -= float(state.get("fit_elapsed_s", 0.0))
         if run.max_flops > 0:
-            planned = min(planned, int(run.max_flops // flops_step))
+            planned = min(planned, flops.steps_for(run.max_flops))
         return planned
 
     def _warm_start(self, model: ElectraForPretraining, train, out: Path, env: Dist) -> None:
@@ -568,6 +567,19 @@ class Trainer:
             g["lr"] = lr
         return lr
 
+    def _freeze_if_due(self, step: int) -> None:
+        """objective.generator_freeze_at: freeze the generator at its step (its parameters
+        leave the optimizer), and set the sampling temperature of ``step``."""
+        k = self.flops.freeze_step(self.planned)
+        if k is None:
+            return
+        model = self.model
+        if step >= k and not model.generator_frozen:
+            drop_from_optimizer(self.opt, model.freeze_generator())
+            if self.env.main:
+                print(f"step {step}: generator frozen (forward only from now on)", file=sys.stderr)
+        model.sampling_temperature = frozen_temperature(self.cfg.objective, step, k, self.planned)
+
     def _fit_step(self) -> int:
         """The first step after which run.fit_minutes re-plans: half-way through warmup
         (at least 20 steps in), so the learning rate so far is the same under any plan."""
@@ -595,7 +607,7 @@ class Trainer:
             evals = planned // every - step // every if every else 0
             planned = step + max(0, int((left - evals * eval_s) / per_step))
         if cfg.run.max_flops > 0:
-            planned = min(planned, int(cfg.run.max_flops // self.flops_step))
+            planned = min(planned, self.flops.steps_for(cfg.run.max_flops))
         if dist.is_initialized():  # every rank the same plan: the most cautious one
             mine = torch.tensor([-planned], device=self.env.device)
             planned = -int(all_reduce(mine, dist.ReduceOp.MAX).item())
@@ -788,7 +800,7 @@ class Trainer:
             "skipped_steps": skipped,
             "tokens_per_s": window.tokens * world / max(window.seconds(), 1e-9),
             "tokens_seen": step * cfg.optim.batch_size * self.train_blocks.block_length,
-            "train_flops": step * self.flops_step,
+            "train_flops": self.flops.through(step, self.planned),
             "elapsed_s": time.time() - s.t0,
         }
         window.reset()
@@ -816,6 +828,7 @@ class Trainer:
         with _Stop() as stop, bar:  # the bar is closed on a NonFiniteError too
             while step < self.planned:
                 lr = self._set_lr(step)
+                self._freeze_if_due(step)
                 names, values, tokens, skip = self._train_step(step, self.scaler)
                 step += 1
                 s.window.add(values, tokens, skip)
@@ -908,7 +921,7 @@ class Trainer:
             "stopped": stop_reason,
             "step": step,
             "tokens": step * self.cfg.optim.batch_size * self.train_blocks.block_length,
-            "train_flops": step * self.flops_step,
+            "train_flops": self.flops.through(step, self.planned),
             "planned_steps": self.planned,
             "elapsed_s": time.time() - s.t0,
             "allocator": allocator.current(),
