@@ -100,6 +100,9 @@ def test_a_budget_buys_the_most_steps_whose_whole_schedule_fits(freeze_at: float
     assert k == round(freeze_at * 1000)
     assert plan.through(k, 1000) == 10.0 * k  # full price up to the freeze
     assert plan.through(k + 3, 1000) == 10.0 * k + 7.0 * 3
+    moved = dataclasses.replace(plan, frozen_from=k + 5)  # frozen, then re-planned
+    assert moved.freeze_step(10) == moved.freeze_step(5000) == k + 5
+    assert moved.through(k + 5, 7) == 10.0 * (k + 5)
     never = FlopsPlan(per_step=10.0)
     assert never.freeze_step(1000) is None and never.through(55, 1000) == 550.0
     assert never.steps_for(1_234.0) == 123
@@ -222,6 +225,8 @@ def test_a_run_frozen_part_way_resumes_exactly_and_is_charged_its_plan(
     step6, _, _ = ckpt.load(ref / "checkpoints" / "step-00000006")
     step3, _, _ = ckpt.load(ref / "checkpoints" / "step-00000003")
     assert bool(state["frozen_generator"]) and not bool(step3["frozen_generator"])
+    _, train_state, _ = ckpt.load(ckpt.latest_valid(ref / "checkpoints").path)
+    assert train_state["generator_frozen_at"] == 4  # what a resume counts from
     gen = "generator.electra.embeddings.word_embeddings.weight"
     assert gen in state and gen not in step3  # the frozen copy is its own table
     assert torch.equal(state[gen], step6[gen])  # and it did not move after the freeze

@@ -245,12 +245,16 @@ class FlopsPlan:
     per_step: float
     frozen_step: float | None = None
     freeze_at: float = 0.0
+    frozen_from: int | None = None  # the step it froze at, once it has: fixed from then on
 
     def freeze_step(self, planned: int) -> int | None:
         """The first step whose generator is frozen, in a run of ``planned`` steps
-        (None: it never freezes)."""
+        (None: it never freezes). Once the run has frozen it (``frozen_from``), that step,
+        whatever the plan became since (``run.fit_minutes`` re-plans)."""
         if self.freeze_at <= 0 or self.frozen_step is None:
             return None
+        if self.frozen_from is not None:
+            return self.frozen_from
         return max(1, round(self.freeze_at * planned))
 
     def through(self, step: int, planned: int) -> float:

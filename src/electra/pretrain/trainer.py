@@ -260,6 +260,8 @@ class Trainer:
         flops = paper_flops_plan(
             model_cfg, cfg.optim.batch_size, train.block_length, cfg.objective, gen_cfg
         )
+        if state is not None and state.get("generator_frozen_at") is not None:
+            flops = dataclasses.replace(flops, frozen_from=int(state["generator_frozen_at"]))
         self.model, self.wrapped, self.opt, self.loader = model, wrapped, opt, loader
         self.flops, self.planned, self.micro = flops, self._plan(state, flops), micro
         self.train_blocks, self.val, self.resolved = train, val, resolved
@@ -576,6 +578,8 @@ class Trainer:
         model = self.model
         if step >= k and not model.generator_frozen:
             drop_from_optimizer(self.opt, model.freeze_generator())
+            # the count and the curriculum keep this step, whatever run.fit_minutes re-plans
+            self.flops, k = dataclasses.replace(self.flops, frozen_from=step), step
             if self.env.main:
                 print(f"step {step}: generator frozen (forward only from now on)", file=sys.stderr)
         model.sampling_temperature = frozen_temperature(self.cfg.objective, step, k, self.planned)
@@ -701,6 +705,8 @@ class Trainer:
                 "world_size": self.env.world,
                 "skipped_steps": self.nonfinite.read()[0],
             }
+            if self.flops.frozen_from is not None:  # the step the generator froze at
+                train_state["generator_frozen_at"] = self.flops.frozen_from
             if self.scaler is not None:  # fp16: the loss scale is state too
                 train_state["grad_scaler"] = self.scaler.state_dict()
             aliases = ckpt.alias_names(self.model)
