@@ -257,11 +257,7 @@ class Trainer:
             position=position,
             pin_memory=env.device.type == "cuda",
         )
-        flops = paper_flops_plan(
-            model_cfg, cfg.optim.batch_size, train.block_length, cfg.objective, gen_cfg
-        )
-        if state is not None and state.get("generator_frozen_at") is not None:
-            flops = dataclasses.replace(flops, frozen_from=int(state["generator_frozen_at"]))
+        flops = self._flops_plan(model_cfg, gen_cfg, train.block_length, state)
         self.model, self.wrapped, self.opt, self.loader = model, wrapped, opt, loader
         self.flops, self.planned, self.micro = flops, self._plan(state, flops), micro
         self.train_blocks, self.val, self.resolved = train, val, resolved
@@ -273,6 +269,23 @@ class Trainer:
             loader.close()
 
     # -- pieces ------------------------------------------------------------------------------
+
+    def _flops_plan(
+        self,
+        model_cfg: ElectraConfig,
+        gen_cfg: ElectraConfig | None,
+        block_length: int,
+        state: dict[str, Any] | None,
+    ) -> FlopsPlan:
+        """The paper counter's FLOPs of this run's steps (what the budget spends), with the
+        step its generator froze at when the run resumed after it."""
+        cfg = self.cfg
+        flops = paper_flops_plan(
+            model_cfg, cfg.optim.batch_size, block_length, cfg.objective, gen_cfg
+        )
+        if state is not None and state.get("generator_frozen_at") is not None:
+            flops = dataclasses.replace(flops, frozen_from=int(state["generator_frozen_at"]))
+        return flops
 
     def _tracker(self, out: Path, resolved: dict[str, Any]) -> Tracker:
         """``run.tracker``'s tracker (rank 0), with the resolved config logged once."""
