@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from electra.config import ConfigError
-from electra.experiments.compare import arm_run_dir, compare
+from electra.experiments.compare import arm_run_dir, compare, keep_previous_report
 from electra.experiments.options import CompareCommand
 
 pytestmark = pytest.mark.slow  # end-to-end: left out of `make test-fast`
@@ -817,3 +817,22 @@ def test_the_table_warns_where_fine_tuning_stopped_short() -> None:
         "seeds": [{"best_epoch": 10}, {"best_epoch": 8}, {"best_epoch": 10}],
     }
     assert _main_scores(results) == {"metric": "f1", "median": 0.55, "n": 3, "last_epoch_best": 2}
+
+
+def test_another_comparisons_report_is_kept_and_the_same_ones_replaced(tmp_path: Path) -> None:
+    out = tmp_path / "cmp"
+    out.mkdir()
+    first = {"arms": ["rtd", "mlm"], "budget_flops": 2e14, "progress": True, "output": "a"}
+    for name, body in [("compare.json", json.dumps({"command": first})), ("compare.md", "T1")]:
+        (out / name).write_text(body)
+    # The same comparison again, run another way (no progress bar, another path): replaced.
+    rerun = dict(first, progress=False, output="b")
+    assert keep_previous_report(out, rerun) is None
+    assert (out / "compare.md").read_text() == "T1"
+    # A lever added beside the same arms: the first report moves aside, whole.
+    lever = dict(first, arms=["rtd", "mlm", "rtd:objective.mask_prob=0.25"])
+    kept = keep_previous_report(out, lever)
+    assert kept is not None and kept.parent == out / "reports"
+    assert (kept / "compare.md").read_text() == "T1"
+    assert json.loads((kept / "compare.json").read_text())["command"] == first
+    assert not (out / "compare.md").exists() and not (out / "compare.json").exists()

@@ -67,7 +67,7 @@ from electra.pretrain.export import export_run
 from electra.pretrain.flops import FlopsPlan, executed_flops_plan, paper_flops_plan
 from electra.pretrain.objectives import OBJECTIVES
 from electra.pretrain.trainer import Trainer
-from electra.system.files import atomic_write_json
+from electra.system.files import atomic_write_json, atomic_write_text
 from electra.system.paths import default_data_dir
 from electra.system.workers import processes_used, run_jobs
 from electra.text.corpus import ReadOptions
@@ -732,12 +732,55 @@ def compare(cmd: CompareCommand) -> dict[str, Any]:
         "floors": floors,
         "elapsed_s": time.time() - t0,
     }
-    atomic_write_json(out / "compare.json", result)
-    (out / "compare.md").write_text(markdown_table(result))
-    plot(result, out / "compare.png")
+    write_report(out, result)
     _log(f"wrote {out / 'compare.md'} and {out / 'compare.png'}")
     print(markdown_table(result))
     return result
+
+
+# Options that change how a comparison runs, not what it reports.
+_HOW_IT_RAN = ("progress", "finetune_jobs", "output")
+REPORT_FILES = ("compare.json", "compare.md", "compare.png")
+
+
+def _what_it_reports(command: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in command.items() if k not in _HOW_IT_RAN}
+
+
+def keep_previous_report(out: Path, command: dict[str, Any]) -> Path | None:
+    """Move the report of another comparison in ``out`` aside before this one is written.
+
+    Runs are reused across comparisons in one directory (a lever measured beside
+    ``rtd`` and ``mlm`` reuses their arms), so the report of the earlier one (other
+    arms, budget, tasks or seeds) would otherwise be overwritten and lost. It goes to
+    ``out/reports/<its time>/``; the report of the same comparison, re-run, is replaced.
+    """
+    old = out / "compare.json"
+    if not old.exists():
+        return None
+    try:
+        previous = json.loads(old.read_text()).get("command", {})
+    except (OSError, ValueError, AttributeError):
+        previous = None  # unreadable: keep it rather than judge it
+    if previous is not None and _what_it_reports(previous) == _what_it_reports(command):
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(old.stat().st_mtime))
+    dest = out / "reports" / stamp
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in REPORT_FILES:
+        if (out / name).exists():
+            (out / name).replace(dest / name)
+    _log(f"kept the previous comparison's report (other options) in {dest}")
+    return dest
+
+
+def write_report(out: Path, result: dict[str, Any]) -> None:
+    """``compare.json``, ``compare.md`` and ``compare.png`` in ``out``, each written whole;
+    an earlier comparison's report is kept (:func:`keep_previous_report`)."""
+    keep_previous_report(out, result["command"])
+    atomic_write_json(out / "compare.json", result)
+    atomic_write_text(out / "compare.md", markdown_table(result))
+    plot(result, out / "compare.png")
 
 
 def markdown_table(result: dict[str, Any]) -> str:
