@@ -732,9 +732,9 @@ def compare(cmd: CompareCommand) -> dict[str, Any]:
         "floors": floors,
         "elapsed_s": time.time() - t0,
     }
-    write_report(out, result)
+    table = write_report(out, result)
     _log(f"wrote {out / 'compare.md'} and {out / 'compare.png'}")
-    print(markdown_table(result))
+    print(table)
     return result
 
 
@@ -774,13 +774,15 @@ def keep_previous_report(out: Path, command: dict[str, Any]) -> Path | None:
     return dest
 
 
-def write_report(out: Path, result: dict[str, Any]) -> None:
+def write_report(out: Path, result: dict[str, Any]) -> str:
     """``compare.json``, ``compare.md`` and ``compare.png`` in ``out``, each written whole;
-    an earlier comparison's report is kept (:func:`keep_previous_report`)."""
+    an earlier comparison's report is kept (:func:`keep_previous_report`). Returns the table."""
     keep_previous_report(out, result["command"])
     atomic_write_json(out / "compare.json", result)
-    atomic_write_text(out / "compare.md", markdown_table(result))
+    table = markdown_table(result)
+    atomic_write_text(out / "compare.md", table)
     plot(result, out / "compare.png")
+    return table
 
 
 def markdown_table(result: dict[str, Any]) -> str:
