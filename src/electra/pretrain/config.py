@@ -13,6 +13,7 @@ without loading PyTorch.
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from electra.config import ConfigError, Override, apply_overrides, from_dict
-from electra.model.config import MODELS, SEQ_LENGTHS, ElectraConfig, preset
+from electra.model.config import MODELS, SEQ_LENGTHS, ElectraConfig, generator_config, preset
 from electra.pretrain.objectives import OBJECTIVES, Objective, ObjectiveName
 
 
@@ -87,6 +88,23 @@ class ObjectiveConfig:
     )
     generator_size: float = field(
         default=0.25, metadata={"doc": "Generator width as a fraction of the discriminator's."}
+    )
+    generator_shared_layers: int = field(
+        default=0,
+        metadata={
+            "doc": "RTD, experimental (0: off, the paper's separate generator): TEAMS' partial "
+            "layer sharing. The generator runs the discriminator's embeddings, projection and "
+            "bottom N layers (the same parameters, trained by both losses), then "
+            "generator_top_layers of its own, all at the discriminator's width "
+            "(generator_size is then not used)."
+        },
+    )
+    generator_top_layers: int = field(
+        default=1,
+        metadata={
+            "doc": "RTD with generator_shared_layers: the generator's own layers above the "
+            "shared ones (TEAMS: a task-specific top)."
+        },
     )
     gen_weight: float = field(default=1.0, metadata={"doc": "Weight of the generator MLM loss."})
     disc_weight: float = field(
@@ -190,6 +208,43 @@ class ObjectiveConfig:
         if self.disc_mlm_weight < 0:
             raise ConfigError(f"disc_mlm_weight must be >= 0, got {self.disc_mlm_weight}")
         self._check_freeze()
+        self._check_sharing()
+
+    def generator_shape(self, discriminator: ElectraConfig) -> ElectraConfig:
+        """The shape of the generator this objective trains beside ``discriminator``:
+        ``generator_size`` times its width at its depth, or, sharing layers (TEAMS), its
+        width at ``generator_shared_layers + generator_top_layers`` layers."""
+        if not self.generator_shared_layers:
+            return generator_config(discriminator, self.generator_size)
+        depth = self.generator_shared_layers + self.generator_top_layers
+        if self.generator_shared_layers > discriminator.num_hidden_layers:
+            raise ConfigError(
+                f"objective.generator_shared_layers = {self.generator_shared_layers}, but the "
+                f"discriminator has {discriminator.num_hidden_layers} layers"
+            )
+        return dataclasses.replace(discriminator, num_hidden_layers=depth)
+
+    def _check_sharing(self) -> None:
+        for name in ("generator_shared_layers", "generator_top_layers"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"objective.{name} must be >= 0, got {getattr(self, name)}")
+        if not self.generator_shared_layers:
+            return
+        if not (self.kind.has_discriminator and self.kind.trains_generator):
+            raise ConfigError(
+                f"objective.generator_shared_layers shares RTD's generator with its "
+                f"discriminator; {self.objective} trains none beside a discriminator"
+            )
+        if self.embedding_sharing != "tied":
+            raise ConfigError(
+                "objective.generator_shared_layers needs embedding_sharing = 'tied' (the "
+                "shared layers read the discriminator's own embeddings)"
+            )
+        if self.generator_freeze_at > 0:
+            raise ConfigError(
+                "objective.generator_shared_layers and generator_freeze_at cannot be combined: "
+                "freezing the generator would freeze the discriminator's shared layers"
+            )
 
     def _check_freeze(self) -> None:
         if not 0.0 <= self.generator_freeze_at < 1.0:

@@ -42,7 +42,7 @@ import torch
 
 from electra.config import ConfigError
 from electra.model.checkpoint import CheckpointError
-from electra.model.config import ElectraConfig, generator_config
+from electra.model.config import ElectraConfig
 from electra.model.encoder import EMBEDDING_TABLES, DisentangledEmbeddings
 from electra.model.hf import WEIGHT_FILES, load_into, read_config, read_weights, weight_names
 from electra.model.hub import resolve_model_path
@@ -242,10 +242,15 @@ def plan_start(
         )
     init, sources = resolve_init(init)
     disc = read_discriminator_shape(init.discriminator, model_fields)
+    if init.generator and objective.generator_shared_layers:
+        raise ConfigError(
+            f"init.generator ({init.generator}) brings layers of its own; "
+            "objective.generator_shared_layers builds the generator from the discriminator's"
+        )
     if init.generator:
         gen = read_generator_shape(init.generator, disc, init.discriminator, model_fields)
     else:
-        gen = generator_config(disc, objective.generator_size)
+        gen = objective.generator_shape(disc)
     if blocks.block_length > disc.max_position_embeddings:
         raise ConfigError(
             f"{blocks.directory}: blocks of {blocks.block_length} tokens, but "

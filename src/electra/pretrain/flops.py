@@ -198,6 +198,7 @@ def executed_matmul_flops_per_step(
     n_masked: int | None = None,
     corrective_lm: bool = False,
     generator_frozen: bool = False,
+    generator: ElectraConfig | None = None,
 ) -> float:
     """Matmul FLOPs a training step executes (3 x forward), the numerator of MFU.
 
@@ -224,7 +225,7 @@ def executed_matmul_flops_per_step(
             2 * c.hidden_size * c.embedding_size + 2 * c.embedding_size * c.vocab_size
         )
 
-    encoders = trained_encoders(disc, objective, generator_size)
+    encoders = trained_encoders(disc, objective, generator_size, generator)
     fwd = [body(c) + head_flops(c, head) for c, head in encoders]
     if corrective_lm and objective_named(objective).has_discriminator:
         fwd[0] += head_flops(disc, "mlm")
@@ -288,7 +289,10 @@ def paper_flops_plan(
     objective: ObjectiveConfig,
     generator: ElectraConfig | None = None,
 ) -> FlopsPlan:
-    """The paper counter's :class:`FlopsPlan` of a run of ``objective`` at this shape."""
+    """The paper counter's :class:`FlopsPlan` of a run of ``objective`` at this shape
+    (its generator's shape ``generator``, by default the one ``objective`` builds)."""
+    if generator is None and objective.kind.trains_generator:
+        generator = objective.generator_shape(disc)
 
     def per_step(frozen: bool) -> float:
         return paper_train_flops_per_step(
@@ -310,9 +314,10 @@ def paper_flops_plan(
 def executed_flops_plan(
     disc: ElectraConfig, batch_size: int, seq_len: int, objective: ObjectiveConfig
 ) -> FlopsPlan:
-    """The executed-matmul counter's :class:`FlopsPlan` (the generator of
-    ``objective.generator_size``; ``objective.mask_prob`` of the positions masked)."""
+    """The executed-matmul counter's :class:`FlopsPlan` (the generator ``objective``
+    builds; ``objective.mask_prob`` of the positions masked)."""
     masked = round(objective.mask_prob * batch_size * seq_len)
+    generator = objective.generator_shape(disc) if objective.kind.trains_generator else None
 
     def per_step(frozen: bool) -> float:
         return executed_matmul_flops_per_step(
@@ -324,6 +329,7 @@ def executed_flops_plan(
             masked,
             objective.disc_mlm_weight > 0,
             generator_frozen=frozen,
+            generator=generator,
         )
 
     freeze_at = objective.generator_freeze_at

@@ -67,6 +67,7 @@ def card_facts(config: dict[str, Any], step: int, summary: dict[str, Any] | None
         "objective": objective["objective"],
         "embedding_sharing": objective.get("embedding_sharing", "tied"),
         "generator_freeze_at": objective.get("generator_freeze_at", 0.0),
+        "generator_shared_layers": objective.get("generator_shared_layers", 0),
         "step": step,
         "tokens": step * optim["batch_size"] * length,
         "train_flops": plan.through(step, planned),
@@ -380,9 +381,16 @@ def _frozen(facts: dict[str, Any]) -> str:
 
 def _sharing(facts: dict[str, Any]) -> str:
     """Said only when not the paper's tied sharing (cards of tied runs are unchanged)."""
+    layers = facts.get("generator_shared_layers", 0)
+    shared = (
+        f", the generator ran the discriminator's bottom {layers} layer(s) (TEAMS' sharing; "
+        "the exported discriminator is a plain one)"
+        if layers
+        else ""
+    )
     if facts.get("embedding_sharing", "tied") == "tied":
-        return ""
-    return (
+        return shared
+    return shared + (
         f", embedding sharing {facts['embedding_sharing']} (the discriminator's tables here "
         "are the merged shared table + its delta)"
     )

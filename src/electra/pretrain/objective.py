@@ -44,7 +44,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from electra.config import ConfigError
-from electra.model.config import ElectraConfig, generator_config
+from electra.model.config import ElectraConfig
 from electra.model.encoder import (
     DisentangledEmbeddings,
     ElectraDiscriminator,
@@ -562,8 +562,12 @@ class ElectraForPretraining(nn.Module):
                 self.discriminator.electra.embeddings = DisentangledEmbeddings(shared, config)
             self.generator = None  # rtd-ngram: replacements from counts (attach_replacements)
             if objective.kind.trains_generator:
-                gen_cfg = generator_cfg or generator_config(config, objective.generator_size)
+                gen_cfg = generator_cfg or objective.generator_shape(config)
                 self.generator = ElectraGenerator(gen_cfg, embeddings=shared)
+                if objective.generator_shared_layers:
+                    share_bottom_layers(
+                        self.generator, self.discriminator, objective.generator_shared_layers
+                    )
             if objective.disc_prior_bias:
                 p = objective.mask_prob
                 with torch.no_grad():
@@ -818,6 +822,26 @@ class ElectraForPretraining(nn.Module):
         at = h.reshape(-1, h.shape[-1]).index_select(0, m.positions)
         lm_logits = self.disc_mlm_head(self.disc_mlm_predictions(at))
         return disc_logits, F.cross_entropy(lm_logits.float(), m.labels)
+
+
+def share_bottom_layers(
+    generator: ElectraGenerator, discriminator: ElectraDiscriminator, n: int
+) -> None:
+    """TEAMS' partial layer sharing: ``generator`` runs ``discriminator``'s embedding
+    projection (and local convolution) and its bottom ``n`` layers, the same modules, so
+    both losses train them. Each model still runs them on its own input (the masked and
+    the corrupted tokens), so the layers' cost is counted for both."""
+    gen, disc = generator.electra, discriminator.electra
+    if gen.config.hidden_size != disc.config.hidden_size or n > len(gen.encoder.layer):
+        raise ConfigError(
+            f"a generator of {len(gen.encoder.layer)} layers of width {gen.config.hidden_size} "
+            f"cannot share {n} layers of a discriminator of width {disc.config.hidden_size}"
+        )
+    for name in ("embeddings_project", "local_conv"):
+        if hasattr(disc, name):
+            setattr(gen, name, getattr(disc, name))
+    for i in range(n):
+        gen.encoder.layer[i] = disc.encoder.layer[i]
 
 
 def detection_metrics(

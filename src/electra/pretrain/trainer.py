@@ -62,7 +62,7 @@ from tqdm import tqdm
 from electra.blocks.read import BlockLoader, Blocks, batch_indices, open_blocks
 from electra.config import ConfigError, to_dict
 from electra.model import checkpoint as ckpt
-from electra.model.config import ElectraConfig, generator_config
+from electra.model.config import ElectraConfig
 from electra.model.encoder import disable_dropout
 from electra.model.optim import (
     NonFiniteError,
@@ -441,7 +441,7 @@ class Trainer:
         model_cfg = resolve_model(self.cfg, blocks.vocab_size, "config")
         gen_cfg = None
         if self.cfg.objective.kind.has_discriminator and self.cfg.objective.kind.trains_generator:
-            gen_cfg = generator_config(model_cfg, self.cfg.objective.generator_size)
+            gen_cfg = self.cfg.objective.generator_shape(model_cfg)
         return model_cfg, gen_cfg, blocks.special
 
     def _resolved(
