@@ -216,7 +216,11 @@ def _arm_key(cmd: CompareCommand, arm: Arm | str, blocks: Path, by_path: bool = 
 # Recipe fields added after runs were keyed, with the value that behaves as before they
 # existed: at that value a field keys nothing, so a run trained before it keeps its name and
 # is still reused and resumed.
-ADDED_SINCE: dict[tuple[str, str], Any] = {("optim", "dropout"): True}
+ADDED_SINCE: dict[tuple[str, str], Any] = {
+    ("optim", "dropout"): True,
+    ("objective", "generator_shared_layers"): 0,
+    ("objective", "generator_top_layers"): 1,
+}
 
 
 def arm_run_dir(cmd: CompareCommand, arm: Arm | str, blocks: Path, out: Path) -> Path:
