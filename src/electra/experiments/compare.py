@@ -220,6 +220,8 @@ ADDED_SINCE: dict[tuple[str, str], Any] = {
     ("optim", "dropout"): True,
     ("objective", "generator_shared_layers"): 0,
     ("objective", "generator_top_layers"): 1,
+    ("objective", "mws_weight"): 0.0,
+    ("objective", "mws_candidates"): 5,
 }
 
 

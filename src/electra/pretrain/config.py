@@ -133,6 +133,20 @@ class ObjectiveConfig:
             "to the embeddings. The head is used in pre-training only, never exported."
         },
     )
+    mws_weight: float = field(
+        default=0.0,
+        metadata={
+            "doc": "RTD, experimental (0: off, the paper's objective): weight of TEAMS' "
+            "multi-word selection loss. At each chosen position the discriminator also picks "
+            "the original token among mws_candidates candidates (the original and tokens "
+            "drawn from the generator's softmax without it), scored against the tied token "
+            "table through a head used in pre-training only, never exported."
+        },
+    )
+    mws_candidates: int = field(
+        default=5,
+        metadata={"doc": "RTD with mws_weight: candidates per position, the original included."},
+    )
 
     embedding_sharing: Literal["tied", "gdes"] = field(
         default="tied",
@@ -209,6 +223,7 @@ class ObjectiveConfig:
             raise ConfigError(f"disc_mlm_weight must be >= 0, got {self.disc_mlm_weight}")
         self._check_freeze()
         self._check_sharing()
+        self._check_mws()
 
     def generator_shape(self, discriminator: ElectraConfig) -> ElectraConfig:
         """The shape of the generator this objective trains beside ``discriminator``:
@@ -223,6 +238,27 @@ class ObjectiveConfig:
                 f"discriminator has {discriminator.num_hidden_layers} layers"
             )
         return dataclasses.replace(discriminator, num_hidden_layers=depth)
+
+    def _check_mws(self) -> None:
+        if self.mws_weight < 0:
+            raise ConfigError(f"objective.mws_weight must be >= 0, got {self.mws_weight}")
+        if self.mws_candidates < 2:
+            raise ConfigError(
+                f"objective.mws_candidates must be >= 2 (the original and one other), got "
+                f"{self.mws_candidates}"
+            )
+        if not self.mws_weight:
+            return
+        if not (self.kind.has_discriminator and self.kind.trains_generator):
+            raise ConfigError(
+                f"objective.mws_weight draws candidates from RTD's generator; "
+                f"{self.objective} trains none beside a discriminator"
+            )
+        if self.embedding_sharing != "tied":
+            raise ConfigError(
+                "objective.mws_weight scores candidates against the tied token table; it "
+                "needs embedding_sharing = 'tied'"
+            )
 
     def _check_sharing(self) -> None:
         for name in ("generator_shared_layers", "generator_top_layers"):

@@ -117,6 +117,29 @@ def _mlm_output_flops(c: ElectraConfig, output_frac: float) -> float:
     return output_frac * per_pred
 
 
+def _selection_flops(c: ElectraConfig, output_frac: float, candidates: int) -> float:
+    """Multi-word selection (``objective.mws_weight``) per token, trained (forward): the
+    head's dense to the embedding width, its activation and LayerNorm, and the candidates'
+    dot products and softmax at ``output_frac`` of the tokens."""
+    e, h = c.embedding_size, c.hidden_size
+    per_pred = (
+        2 * h * e
+        + e
+        + ACTIVATION_FLOPS * e
+        + LAYER_NORM_FLOPS * e
+        + 2 * e * candidates
+        + SOFTMAX_FLOPS * candidates
+        + 2 * candidates
+    )
+    return output_frac * per_pred
+
+
+def _drawing_flops(c: ElectraConfig, output_frac: float, candidates: int) -> float:
+    """Drawing the other candidates from the generator's softmax per token, forward only:
+    a pass over the vocabulary per draw (exp, chunk sums, search) at ``output_frac``."""
+    return output_frac * (candidates - 1) * 3 * c.vocab_size
+
+
 def _disc_output_flops(c: ElectraConfig) -> float:
     h = c.hidden_size
     return 2 * h * h + h + ACTIVATION_FLOPS * h + 2 * h
@@ -162,6 +185,7 @@ def paper_train_flops_per_step(
     generator: ElectraConfig | None = None,
     corrective_lm: bool = False,
     generator_frozen: bool = False,
+    selection_candidates: int = 0,
 ) -> float:
     """Training FLOPs of one step, official methodology (training = 2 x forward).
 
@@ -174,7 +198,9 @@ def paper_train_flops_per_step(
     pre-training-only MLM head at the masked positions, counted as the generator's is,
     so a lever that does more work per step gets fewer steps for the same budget.
     ``generator_frozen`` (a step after ``objective.generator_freeze_at``) charges RTD's
-    generator its forward alone: nothing of it is differentiated.
+    generator its forward alone: nothing of it is differentiated. ``selection_candidates``
+    (``objective.mws_weight > 0``) adds the multi-word selection head to the
+    discriminator, and the drawing of its candidates once (forward only).
     """
     frac = output_frac_for(mask_prob)
     encoders = trained_encoders(disc, objective, generator_size, generator)
@@ -184,6 +210,9 @@ def paper_train_flops_per_step(
     sampling = (
         frac * NGRAM_SAMPLE_FLOPS if objective_named(objective).replacements == "ngram" else 0
     )
+    if selection_candidates and objective_named(objective).has_discriminator:
+        per_token[0] += _selection_flops(disc, frac, selection_candidates)
+        sampling += _drawing_flops(disc, frac, selection_candidates)
     passes = [2.0] + [1.0 if generator_frozen else 2.0] * (len(per_token) - 1)
     trained = sum(n * f for n, f in zip(passes, per_token, strict=True))
     return (trained + sampling) * batch_size * seq_len
@@ -199,13 +228,15 @@ def executed_matmul_flops_per_step(
     corrective_lm: bool = False,
     generator_frozen: bool = False,
     generator: ElectraConfig | None = None,
+    selection_candidates: int = 0,
 ) -> float:
     """Matmul FLOPs a training step executes (3 x forward), the numerator of MFU.
 
     ``n_masked`` is the number of masked positions in the batch (defaults to
     15% of the tokens); the generator head runs only there, and so does the
     discriminator's corrective MLM head when ``corrective_lm``. A frozen generator
-    (``generator_frozen``) runs its forward alone.
+    (``generator_frozen``) runs its forward alone. Multi-word selection
+    (``selection_candidates``) adds its head's matmuls at the masked positions.
     """
     tokens = batch_size * seq_len
     if n_masked is None:
@@ -229,6 +260,9 @@ def executed_matmul_flops_per_step(
     fwd = [body(c) + head_flops(c, head) for c, head in encoders]
     if corrective_lm and objective_named(objective).has_discriminator:
         fwd[0] += head_flops(disc, "mlm")
+    if selection_candidates and objective_named(objective).has_discriminator:
+        e = disc.embedding_size
+        fwd[0] += n_masked * (2 * disc.hidden_size * e + 2 * e * selection_candidates)
     passes = [3.0] + [1.0 if generator_frozen else 3.0] * (len(fwd) - 1)
     return sum(n * f for n, f in zip(passes, fwd, strict=True))
 
@@ -305,6 +339,7 @@ def paper_flops_plan(
             generator=generator,
             corrective_lm=objective.disc_mlm_weight > 0,
             generator_frozen=frozen,
+            selection_candidates=objective.mws_candidates if objective.mws_weight > 0 else 0,
         )
 
     freeze_at = objective.generator_freeze_at
@@ -330,6 +365,7 @@ def executed_flops_plan(
             objective.disc_mlm_weight > 0,
             generator_frozen=frozen,
             generator=generator,
+            selection_candidates=objective.mws_candidates if objective.mws_weight > 0 else 0,
         )
 
     freeze_at = objective.generator_freeze_at

@@ -68,6 +68,7 @@ def card_facts(config: dict[str, Any], step: int, summary: dict[str, Any] | None
         "embedding_sharing": objective.get("embedding_sharing", "tied"),
         "generator_freeze_at": objective.get("generator_freeze_at", 0.0),
         "generator_shared_layers": objective.get("generator_shared_layers", 0),
+        "mws_weight": objective.get("mws_weight", 0.0),
         "step": step,
         "tokens": step * optim["batch_size"] * length,
         "train_flops": plan.through(step, planned),
@@ -388,6 +389,11 @@ def _sharing(facts: dict[str, Any]) -> str:
         if layers
         else ""
     )
+    if facts.get("mws_weight", 0.0):
+        shared += (
+            f", with TEAMS' multi-word selection (weight {facts['mws_weight']:g}; its head "
+            "was used in pre-training only and is not exported)"
+        )
     if facts.get("embedding_sharing", "tied") == "tied":
         return shared
     return shared + (

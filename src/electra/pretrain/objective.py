@@ -491,6 +491,7 @@ class PretrainOutput:
     replaced_precision: Tensor | None = None
     replaced_recall: Tensor | None = None
     disc_mlm_loss: Tensor | None = None
+    mws_loss: Tensor | None = None  # multi-word selection (objective.mws_weight)
     # For visualisation: (B, L) corrupted ids, replaced labels, discriminator logits.
     corrupted_ids: Tensor | None = None
     replaced: Tensor | None = None
@@ -517,6 +518,7 @@ METRIC_NAMES = (
     "replaced_precision",
     "replaced_recall",
     "disc_mlm_loss",
+    "mws_loss",
 )
 
 
@@ -584,6 +586,9 @@ class ElectraForPretraining(nn.Module):
                     if isinstance(disc_embeddings, DisentangledEmbeddings)
                     else disc_embeddings.word_embeddings
                 )
+            if objective.mws_weight > 0:  # pre-training only, never exported
+                self.mws_predictions = GeneratorPredictions(config)
+                init_weights(self.mws_predictions, config.initializer_range)
         else:
             self.discriminator = None
             self.generator = ElectraGenerator(config)
@@ -725,7 +730,13 @@ class ElectraForPretraining(nn.Module):
             gen_logits = self.generator(m.input_ids, attn, token_type_ids, positions=m.positions)
             mlm_loss, sampled, gen_pred = self._sample_replacements(gen_logits, m, rng)
             gen_term = obj.gen_weight * mlm_loss
-        out = self._detect(input_ids, attention_mask, attn, token_type_ids, m, sampled, gen_term)
+        negatives = None
+        if obj.mws_weight > 0:
+            rows = m.is_masked.sum(-1)
+            negatives = draw_negatives(gen_logits, m.labels, obj.mws_candidates - 1, rng, rows)
+        out = self._detect(
+            input_ids, attention_mask, attn, token_type_ids, m, sampled, gen_term, negatives
+        )
         out.mlm_loss = mlm_loss
         with torch.no_grad():
             out.gen_accuracy = (gen_pred == m.labels).float().mean()
@@ -762,14 +773,18 @@ class ElectraForPretraining(nn.Module):
         m: Masked,
         sampled: Tensor,
         gen_term: Tensor | None = None,
+        negatives: Tensor | None = None,
     ) -> PretrainOutput:
         """The discriminator's part of RTD on ``sampled`` replacements at ``m``'s positions:
-        ``loss = gen_term + disc_weight * L_Disc (+ the corrective LM loss)``, with metrics."""
+        ``loss = gen_term + disc_weight * L_Disc`` (+ the corrective LM loss, + the
+        multi-word selection loss among the original and ``negatives``), with metrics."""
         obj = self.objective
         corrupted = input_ids.clone()
         corrupted.view(-1).index_copy_(0, m.positions, sampled)
         replaced = corrupted != input_ids  # a sample equal to the original is original
-        disc_logits, disc_mlm_loss = self._discriminate(corrupted, attn, token_type_ids, m)
+        disc_logits, disc_mlm_loss, mws_loss = self._discriminate(
+            corrupted, attn, token_type_ids, m, negatives
+        )
         weights = attention_mask.float()
         per_token = F.binary_cross_entropy_with_logits(
             disc_logits.float(), replaced.float(), reduction="none"
@@ -781,6 +796,8 @@ class ElectraForPretraining(nn.Module):
             loss = gen_term + loss
         if disc_mlm_loss is not None:
             loss = loss + obj.disc_mlm_weight * disc_mlm_loss
+        if mws_loss is not None:
+            loss = loss + obj.mws_weight * mws_loss
         with torch.no_grad():
             disc_acc, precision, recall = detection_metrics(disc_logits, replaced, attention_mask)
         return PretrainOutput(
@@ -790,6 +807,7 @@ class ElectraForPretraining(nn.Module):
             replaced_precision=precision,
             replaced_recall=recall,
             disc_mlm_loss=disc_mlm_loss,
+            mws_loss=mws_loss,
             corrupted_ids=corrupted,
             replaced=replaced,
             disc_logits=disc_logits,
@@ -811,17 +829,67 @@ class ElectraForPretraining(nn.Module):
         return mlm_loss, sampled, gen_logits.detach().argmax(-1)
 
     def _discriminate(
-        self, corrupted: Tensor, attn: Tensor | None, token_type_ids: Tensor | None, m: Masked
-    ) -> tuple[Tensor, Tensor | None]:
-        """The discriminator's logits ``(B, L)`` on the corrupted batch, and (with the
-        corrective LM head) its MLM loss at the masked positions."""
-        if not hasattr(self, "disc_mlm_head"):
-            return self.discriminator(corrupted, attn, token_type_ids), None
+        self,
+        corrupted: Tensor,
+        attn: Tensor | None,
+        token_type_ids: Tensor | None,
+        m: Masked,
+        negatives: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """The discriminator's logits ``(B, L)`` on the corrupted batch, and at the masked
+        positions its corrective LM loss (with that head) and its multi-word selection
+        loss (given ``negatives``, (N, K-1) ids)."""
+        if not hasattr(self, "disc_mlm_head") and negatives is None:
+            return self.discriminator(corrupted, attn, token_type_ids), None, None
         h = self.discriminator.electra(corrupted, attn, token_type_ids)  # (B, L, H)
         disc_logits = self.discriminator.discriminator_predictions(h)  # (B, L)
-        at = h.reshape(-1, h.shape[-1]).index_select(0, m.positions)
-        lm_logits = self.disc_mlm_head(self.disc_mlm_predictions(at))
-        return disc_logits, F.cross_entropy(lm_logits.float(), m.labels)
+        at = h.reshape(-1, h.shape[-1]).index_select(0, m.positions)  # (N, H)
+        lm_loss = mws_loss = None
+        if hasattr(self, "disc_mlm_head"):
+            lm_logits = self.disc_mlm_head(self.disc_mlm_predictions(at))
+            lm_loss = F.cross_entropy(lm_logits.float(), m.labels)
+        if negatives is not None:
+            table = self.discriminator.electra.embeddings.word_embeddings.weight  # (V, E)
+            mws_loss = selection_loss(self.mws_predictions(at), table, m.labels, negatives)
+        return disc_logits, lm_loss, mws_loss
+
+
+@torch.no_grad()
+def draw_negatives(
+    logits: Tensor,
+    labels: Tensor,
+    k: int,
+    rng: Randomness,
+    rows_per_sample: Tensor | None = None,
+) -> Tensor:
+    """(N, k) ids drawn from softmax(``logits``) (N, V) with each row's original
+    (``labels``) removed: the other candidates of multi-word selection (TEAMS). A row
+    whose mass is all on its original draws uniformly from the rest of the vocabulary."""
+    x = logits.detach().float()
+    weights = (x - x.max(dim=-1, keepdim=True).values).exp_()
+    weights.scatter_(1, labels[:, None], 0.0)
+    empty = weights.sum(-1, keepdim=True) <= 0
+    if bool(empty.any()):
+        rest = torch.ones_like(weights).scatter_(1, labels[:, None], 0.0)
+        weights = torch.where(empty, rest, weights)
+    draws = []
+    for _ in range(k):
+        u = _uniform_rows(rng, rows_per_sample, 1, x.shape[0], x.device)[:, 0]
+        draws.append(sample_from_weights(weights, u))
+    return torch.stack(draws, dim=1) if draws else labels.new_empty(labels.shape[0], 0)
+
+
+def selection_loss(queries: Tensor, table: Tensor, labels: Tensor, negatives: Tensor) -> Tensor:
+    """Multi-word selection: cross-entropy of picking the original among the candidates
+    ``[labels, negatives]`` (N, 1 + K-1), each scored by its token vector's dot product
+    with the position's query (N, E). The original is candidate 0; the scores do not
+    depend on the order, so that says nothing to the model."""
+    if labels.shape[0] == 0:  # no position chosen in the batch
+        return queries.sum() * 0.0
+    candidates = torch.cat([labels[:, None], negatives], dim=1)  # (N, K)
+    vectors = table.index_select(0, candidates.reshape(-1)).view(*candidates.shape, -1)
+    scores = torch.einsum("ne,nke->nk", queries.float(), vectors.float())  # (N, K)
+    return F.cross_entropy(scores, torch.zeros_like(labels))
 
 
 def share_bottom_layers(
