@@ -183,8 +183,13 @@ def test_a_teams_run_exports_and_says_so_on_its_card(blocks: Path, tmp_path: Pat
         "mws" in k for k in load_file(run / "hf" / "discriminator" / "model.safetensors")
     )
     state, _, _ = ckpt.load(ckpt.latest_valid(run / "checkpoints").path)
-    exported = load_generator(run / "hf" / "generator")
+    exported = load_generator(run / "hf" / "generator").eval()
     assert len(exported.electra.encoder.layer) == 2
+    transformers = pytest.importorskip("transformers")
+    ref = transformers.AutoModelForMaskedLM.from_pretrained(run / "hf" / "generator").eval()
+    ids = torch.randint(5, exported.config.vocab_size, (2, 16), generator=torch.Generator())
+    with torch.no_grad():
+        assert torch.allclose(ref(ids).logits, exported(ids), atol=1e-4)
     name = "electra.encoder.layer.0.intermediate.dense.weight"
     assert torch.equal(
         exported.state_dict()[name], state[f"discriminator.{name}"]
