@@ -108,8 +108,9 @@ def test_a_step_is_charged_the_shared_layers_twice() -> None:
 def test_the_settings_are_checked() -> None:
     with pytest.raises(ConfigError, match="generator_shared_layers must be >= 0"):
         ObjectiveConfig(generator_shared_layers=-1)
-    with pytest.raises(ConfigError, match="trains none beside a discriminator"):
-        ObjectiveConfig(objective="mlm", generator_shared_layers=1)
+    for nothing_to_share in ("mlm", "rtd-ngram"):  # ignored, and said so in the config
+        cfg = ObjectiveConfig(objective=nothing_to_share, generator_shared_layers=1)
+        assert cfg.generator_shared_layers == 0
     with pytest.raises(ConfigError, match="embedding_sharing = 'tied'"):
         ObjectiveConfig(generator_shared_layers=1, embedding_sharing="gdes")
     with pytest.raises(ConfigError, match="cannot be combined"):

@@ -87,7 +87,11 @@ class ObjectiveConfig:
         default=0.15, metadata={"doc": "Fraction of non-special tokens masked."}
     )
     generator_size: float = field(
-        default=0.25, metadata={"doc": "Generator width as a fraction of the discriminator's."}
+        default=0.25,
+        metadata={
+            "doc": "Generator width as a fraction of the discriminator's (not used when "
+            "generator_shared_layers > 0: the generator is then the discriminator's width)."
+        },
     )
     generator_shared_layers: int = field(
         default=0,
@@ -264,22 +268,23 @@ class ObjectiveConfig:
         for name in ("generator_shared_layers", "generator_top_layers"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"objective.{name} must be >= 0, got {getattr(self, name)}")
+        if not (self.kind.has_discriminator and self.kind.trains_generator):
+            # Nothing to share (mlm, rtd-ngram): the cpu recipe's sharing is ignored, and
+            # set to 0 so the resolved config says what ran (and keys compare's runs so).
+            self.generator_shared_layers = 0
         if not self.generator_shared_layers:
             return
-        if not (self.kind.has_discriminator and self.kind.trains_generator):
-            raise ConfigError(
-                f"objective.generator_shared_layers shares RTD's generator with its "
-                f"discriminator; {self.objective} trains none beside a discriminator"
-            )
         if self.embedding_sharing != "tied":
             raise ConfigError(
                 "objective.generator_shared_layers needs embedding_sharing = 'tied' (the "
-                "shared layers read the discriminator's own embeddings)"
+                "shared layers read the discriminator's own embeddings); set "
+                "objective.generator_shared_layers=0 for gdes"
             )
         if self.generator_freeze_at > 0:
             raise ConfigError(
                 "objective.generator_shared_layers and generator_freeze_at cannot be combined: "
-                "freezing the generator would freeze the discriminator's shared layers"
+                "freezing the generator would freeze the discriminator's shared layers; set "
+                "objective.generator_shared_layers=0 to freeze a separate generator"
             )
 
     def _check_freeze(self) -> None:
