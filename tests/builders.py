@@ -107,6 +107,11 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
+def step_losses(run: Path) -> dict[int, float]:
+    """A pre-training run's logged training loss by step (what exact-resume tests compare)."""
+    return {r["step"]: r["loss"] for r in read_jsonl(run / "metrics.jsonl") if "loss" in r}
+
+
 def tiny_config(blocks: Path, out: Path, *extra: str):
     """The built-in ``tiny`` config over ``blocks`` writing to ``out``, on the CPU."""
     from electra.pretrain.config import load_config

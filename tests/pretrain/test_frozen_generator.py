@@ -10,13 +10,12 @@ compare as the Trainer counts it.
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 from pathlib import Path
 
 import pytest
 import torch
-from builders import tiny_config
+from builders import step_losses, tiny_config
 
 from electra.config import ConfigError
 from electra.model import checkpoint as ckpt
@@ -207,11 +206,6 @@ def _run(blocks: Path, run: Path, *extra: str):
     )
 
 
-def _losses(run: Path) -> dict[int, float]:
-    records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
-    return {r["step"]: r["loss"] for r in records if "loss" in r}
-
-
 def test_a_run_frozen_part_way_resumes_exactly_and_is_charged_its_plan(
     blocks: Path, tmp_path: Path
 ) -> None:
@@ -255,7 +249,7 @@ def test_a_run_frozen_part_way_resumes_exactly_and_is_charged_its_plan(
             if c.step > keep:
                 shutil.rmtree(c.path)
         assert Trainer(_run(blocks, cut, "run.export=false"), resume=True).fit()["step"] == 8
-        assert _losses(cut) == _losses(ref)
+        assert step_losses(cut) == step_losses(ref)
         got, _, _ = ckpt.load(ckpt.latest_valid(cut / "checkpoints").path)
         assert got.keys() == state.keys() and all(torch.equal(got[k], state[k]) for k in state)
 

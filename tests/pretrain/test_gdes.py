@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from builders import tiny_config
+from builders import step_losses, tiny_config
 from safetensors.torch import load_file
 from torch import Tensor
 
@@ -273,11 +273,6 @@ def test_export_loads_in_transformers(tmp_path: Path) -> None:
 # -- a whole run: resume and --init-from ---------------------------------------------------
 
 
-def _losses(run: Path) -> dict[int, float]:
-    records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
-    return {r["step"]: r["loss"] for r in records if "loss" in r}
-
-
 def _gdes_run(blocks: Path, run: Path, *extra: str):
     return tiny_config(
         blocks,
@@ -300,7 +295,7 @@ def test_gdes_run_resumes_identically(blocks: Path, tmp_path: Path) -> None:
     shutil.rmtree(ckpt.step_dirs(cut / "checkpoints")[0].path)  # back to step 3
     summary = Trainer(_gdes_run(blocks, cut, "run.export=false"), resume=True).fit()
     assert summary["step"] == 6
-    assert _losses(cut) == _losses(ref) and sorted(_losses(ref)) == list(range(1, 7))
+    assert step_losses(cut) == step_losses(ref) and sorted(step_losses(ref)) == list(range(1, 7))
     want, _, _ = ckpt.load(ckpt.latest_valid(ref / "checkpoints").path)
     got, _, _ = ckpt.load(ckpt.latest_valid(cut / "checkpoints").path)
     assert "discriminator.electra.embeddings.word_embeddings_delta" in want

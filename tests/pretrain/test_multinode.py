@@ -9,7 +9,6 @@ hanging the suite."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from builders import cli_env, tiny_pretrain_args
+from builders import cli_env, step_losses, tiny_pretrain_args
 from safetensors.torch import load_file
 
 from electra.model import checkpoint as ckpt
@@ -113,11 +112,6 @@ def _one_process(blocks: Path, run: Path, *extra: str) -> None:
     subprocess.run(argv, env=_env(), check=True, timeout=TIMEOUT)
 
 
-def _losses(run: Path) -> dict[int, float]:
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    return {r["step"]: r["loss"] for r in rows if "loss" in r}
-
-
 def _weights(run: Path) -> dict[str, torch.Tensor]:
     newest = ckpt.step_dirs(run / "checkpoints")[0]
     assert newest.step == STEPS
@@ -154,13 +148,13 @@ def test_two_nodes_train_as_one_process_and_write_one_run(
     and losses of two processes on one machine, which is what two nodes must be."""
     one, local = tmp_path / "one", tmp_path / "local"
     _one_process(blocks, one)
-    a, b = _losses(one), _losses(two_nodes)
+    a, b = step_losses(one), step_losses(two_nodes)
     assert sorted(a) == sorted(b) == list(range(1, STEPS + 1))
     for s in a:
         assert b[s] == pytest.approx(a[s], rel=2e-4, abs=2e-4), f"step {s}"
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
     subprocess.run([*torchrun, *_args(blocks, local)], env=_env(), check=True, timeout=TIMEOUT)
-    assert _losses(local) == b
+    assert step_losses(local) == b
     wa, wb = _weights(local), _weights(two_nodes)
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
     # one writer: one metrics line per step, one set of step directories, no leftovers
@@ -176,12 +170,12 @@ def test_both_nodes_killed_then_resumed_continue_exactly(
     run = tmp_path / "killed"
     procs = _start_nodes(blocks, (run, run))
     _wait_for_checkpoint(run, procs, 10)
-    assert max(_losses(run)) < STEPS, "the run ended before it was killed"
+    assert max(step_losses(run)) < STEPS, "the run ended before it was killed"
     _kill(procs)
     locks = list(run.glob("**/.electra.lock"))  # a SIGKILL leaves the holder's file behind
     assert len(locks) == 1 and locks[0].parent == run, "one lock, rank 0's"
     assert _finish(_start_nodes(blocks, (run, run), "--resume")) == [0, 0]
-    want, got = _losses(two_nodes), _losses(run)
+    want, got = step_losses(two_nodes), step_losses(run)
     assert sorted(got) == list(range(1, STEPS + 1))
     assert all(got[s] == want[s] for s in want), "the resumed run diverged"
     wa, wb = _weights(two_nodes), _weights(run)

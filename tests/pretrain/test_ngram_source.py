@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from builders import tiny_config
+from builders import step_losses, tiny_config
 from scipy.stats import chisquare
 
 from electra.model import checkpoint as ckpt
@@ -144,11 +143,6 @@ def _run(blocks: Path, out: Path, *extra: str):
     )
 
 
-def _losses(run: Path) -> dict[int, float]:
-    lines = (run / "metrics.jsonl").read_text().splitlines()
-    return {r["step"]: r["loss"] for r in map(json.loads, lines) if "loss" in r}
-
-
 def test_replacements_in_the_model_are_never_special(blocks: Path) -> None:
     from electra.blocks.read import open_blocks
     from electra.pretrain.config import ObjectiveConfig, resolve_model
@@ -184,7 +178,7 @@ def test_an_interrupted_run_resumes_exactly(blocks: Path, tmp_path: Path) -> Non
     shutil.rmtree(ckpt.step_dirs(cut / "checkpoints")[0].path)  # back to step 3
     summary = Trainer(_run(blocks, cut, "run.export=false"), resume=True).fit()
     assert summary["step"] == 6
-    assert _losses(cut) == _losses(ref) and sorted(_losses(ref)) == list(range(1, 7))
+    assert step_losses(cut) == step_losses(ref) and sorted(step_losses(ref)) == list(range(1, 7))
     want, _, _ = ckpt.load(ckpt.latest_valid(ref / "checkpoints").path)
     got, _, _ = ckpt.load(ckpt.latest_valid(cut / "checkpoints").path)
     assert not any(k.startswith("generator.") for k in want)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from builders import tiny_config
+from builders import step_losses, tiny_config
 from safetensors.torch import load_file
 
 from electra.config import ConfigError
@@ -137,11 +137,6 @@ def _run(blocks: Path, run: Path, *extra: str):
     )
 
 
-def _losses(run: Path) -> dict[int, float]:
-    records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
-    return {r["step"]: r["loss"] for r in records if "loss" in r}
-
-
 def test_a_teams_run_resumes_exactly_and_is_charged_its_plan(blocks: Path, tmp_path: Path) -> None:
     from electra.blocks.read import open_blocks
     from electra.pretrain.trainer import Trainer
@@ -167,7 +162,7 @@ def test_a_teams_run_resumes_exactly_and_is_charged_its_plan(blocks: Path, tmp_p
         if c.step > 3:
             shutil.rmtree(c.path)
     assert Trainer(_run(blocks, cut, "run.export=false"), resume=True).fit()["step"] == 6
-    assert _losses(cut) == _losses(ref)
+    assert step_losses(cut) == step_losses(ref)
     got, _, _ = ckpt.load(ckpt.latest_valid(cut / "checkpoints").path)
     assert got.keys() == state.keys() and all(torch.equal(got[k], state[k]) for k in state)
 
