@@ -816,7 +816,13 @@ def test_the_table_warns_where_fine_tuning_stopped_short() -> None:
         "summary": {"test": {"f1": {"median": 0.55, "n": 3}}},
         "seeds": [{"best_epoch": 10}, {"best_epoch": 8}, {"best_epoch": 10}],
     }
-    assert _main_scores(results) == {"metric": "f1", "median": 0.55, "n": 3, "last_epoch_best": 2}
+    assert _main_scores(results) == {
+        "metric": "f1",
+        "median": 0.55,
+        "n": 3,
+        "dev_median": None,
+        "last_epoch_best": 2,
+    }
 
 
 def test_another_comparisons_report_is_kept_and_the_same_ones_replaced(tmp_path: Path) -> None:
@@ -836,3 +842,87 @@ def test_another_comparisons_report_is_kept_and_the_same_ones_replaced(tmp_path:
     assert (kept / "compare.md").read_text() == "T1"
     assert json.loads((kept / "compare.json").read_text())["command"] == first
     assert not (out / "compare.md").exists() and not (out / "compare.json").exists()
+
+
+def _fake_results(dev: float, test: float) -> dict:
+    return {
+        "task": {"main_metric": "accuracy"},
+        "recipe": {"epochs": 3},
+        "summary": {
+            "dev": {"accuracy": {"median": dev, "n": 3}},
+            "test": {"accuracy": {"median": test, "n": 3}},
+        },
+        "seeds": [],
+    }
+
+
+def test_each_point_keeps_the_rate_with_the_best_dev_median_and_reports_its_test(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``finetune_lrs`` every point is fine-tuned at each rate (the rate reaching the
+    fine-tuning's args), and keeps per task the rate whose *dev* median is highest: its test
+    score, never the best test score; compare.md names the rate and every rate's dev median.
+    Without rates, the fine-tuning directories keep their names, so older results are reused."""
+    import dataclasses
+
+    import electra.experiments.compare as compare_module
+    from electra.experiments.compare import finetune_all, finetune_dir, markdown_table
+
+    # rate -> (dev, test) per arm: for "a" the best dev (1e-3) is not the best test (1e-4)
+    table = {
+        "a": {1e-4: (0.70, 0.90), 1e-3: (0.80, 0.75)},
+        "b": {1e-4: (0.85, 0.81), 1e-3: (0.60, 0.95)},
+    }
+    seen = []
+
+    def fake_finetune(args):
+        seen.append((args.model, args.task, args.learning_rate))
+        dev, test = table[args.model][args.learning_rate]
+        return _fake_results(dev, test)
+
+    monkeypatch.setattr(compare_module, "finetune", fake_finetune)
+    cmd = CompareCommand(tasks=["nsmc"], finetune_lrs=[1e-4, 1e-3], progress=False)
+    points = [{"arm": a, "run": a, "steps": 0, "flops": 0.0, "model": a} for a in table]
+    finetune_all(cmd, points, tmp_path, tmp_path / "data")
+    assert sorted(seen) == sorted((a, "nsmc", r) for a in table for r in (1e-4, 1e-3))
+    a, b = (p["scores"]["nsmc"] for p in points)
+    assert (a["lr"], a["median"]) == (1e-3, 0.75)
+    assert (b["lr"], b["median"]) == (1e-4, 0.81)
+    assert a["dev_by_lr"] == {"0.0001": 0.70, "0.001": 0.80}
+
+    result = {
+        "points": points,
+        "floors": {},
+        "command": dataclasses.asdict(cmd) | {"seeds": [1, 2, 3]},
+    }
+    md = markdown_table(result)
+    assert "the learning rate of 0.0001, 0.001 with the best dev median" in md
+    assert "- a @ 0: nsmc 0.001 (dev 0.0001: 70.0, 0.001: 80.0)" in md
+    assert "Table 7's learning rate" not in md
+
+    plain = dataclasses.replace(cmd, finetune_lrs=[])
+    assert finetune_dir(plain, "nsmc", None) == finetune_dir(cmd, "nsmc", None)
+    assert finetune_dir(cmd, "nsmc", 1e-3).endswith("-lr0.001")
+    seen.clear()
+    table["a"][None] = table["b"][None] = (0.5, 0.5)
+    finetune_all(plain, points, tmp_path, tmp_path / "data")
+    assert sorted(seen) == [("a", "nsmc", None), ("b", "nsmc", None)]
+    assert "lr" not in points[0]["scores"]["nsmc"]
+    assert "Table 7's learning rate" in markdown_table(
+        {**result, "command": dataclasses.asdict(plain) | {"seeds": [1]}}
+    )
+
+
+def test_a_rate_is_chosen_by_dev_alone_and_the_first_wins_a_tie() -> None:
+    from electra.experiments.compare import best_rate
+
+    one = {"median": 0.5, "dev_median": 0.6}
+    assert best_rate({None: one}) is one
+    tie = best_rate(
+        {3e-4: {"median": 0.1, "dev_median": 0.7}, 1e-4: {"median": 0.9, "dev_median": 0.7}}
+    )
+    assert tie["lr"] == 3e-4 and tie["median"] == 0.1
+    no_dev = best_rate(
+        {3e-4: {"median": 0.2, "dev_median": None}, 1e-4: {"median": 0.3, "dev_median": 0.1}}
+    )
+    assert no_dev["lr"] == 1e-4

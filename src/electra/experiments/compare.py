@@ -576,8 +576,10 @@ def finetune_point(
     out: Path,
     data_dir: Path,
     floors_cache: Path | None = None,
+    learning_rate: float | None = None,
 ) -> dict:
-    """Fine-tuning results of one point on one task (reused if done); floors shared by cache."""
+    """Fine-tuning results of one point on one task (reused if done); floors shared by cache.
+    ``learning_rate``: the peak rate (``None``: Table 7's for the model's size)."""
 
     res_path = out / "results.json"
     if results_complete(res_path):
@@ -591,6 +593,7 @@ def finetune_point(
         data_dir=str(data_dir),
         floors_cache=str(floors_cache) if floors_cache else "",
         progress=cmd.progress,
+        learning_rate=learning_rate,
     )
     return finetune(args)
 
@@ -598,32 +601,55 @@ def finetune_point(
 def finetune_all(
     cmd: CompareCommand, points: list[dict[str, Any]], out: Path, data_dir: Path
 ) -> dict[str, Any]:
-    """Fine-tune every point on every task (``cmd.finetune_jobs`` at a time).
+    """Fine-tune every point on every task (``cmd.finetune_jobs`` at a time), at each rate
+    of ``cmd.finetune_lrs`` (or Table 7's).
 
-    Fills each point's ``scores``; returns each task's floors (one split for every point).
+    Fills each point's ``scores`` (with several rates, the rate of the best dev median per
+    task: :func:`best_rate`); returns each task's floors (one split for every point).
     """
+    rates: list[float | None] = list(cmd.finetune_lrs) or [None]
     jobs = [
-        (
-            p,
-            task,
-            out
-            / "finetune"
-            / f"{p['run']}-{p['steps']}"
-            / f"{task}-{finetune_settings(cmd, task)}",
-        )
-        for p in points
+        (i, task, lr, out / "finetune" / f"{p['run']}-{p['steps']}" / finetune_dir(cmd, task, lr))
+        for i, p in enumerate(points)
         for task in cmd.tasks
+        for lr in rates
     ]
     args = [
-        (f"{p['arm']} @ {p['flops']:.3g} FLOPs", p["model"], task, where, data_dir, out / "floors")
-        for p, task, where in jobs
+        (f"{points[i]['arm']} @ {points[i]['flops']:.3g} FLOPs", points[i]["model"], task)
+        + (where, data_dir, out / "floors", lr)
+        for i, task, lr, where in jobs
     ]
     results = _run_jobs(cmd, args)
     floors: dict[str, Any] = {}
-    for (p, task, _), res in zip(jobs, results, strict=True):
-        p.setdefault("scores", {})[task] = _main_scores(res)
+    by_rate: dict[tuple[int, str], dict[float | None, dict[str, Any]]] = {}
+    for (i, task, lr, _), res in zip(jobs, results, strict=True):
+        by_rate.setdefault((i, task), {})[lr] = _main_scores(res)
         floors.setdefault(task, _task_floors(res))
+    for i, p in enumerate(points):
+        p["scores"] = {task: best_rate(by_rate[i, task]) for task in cmd.tasks}
     return floors
+
+
+def finetune_dir(cmd: CompareCommand, task: str, lr: float | None) -> str:
+    """Where one point's fine-tuning of ``task`` at rate ``lr`` goes, under the point's
+    directory (Table 7's rate keeps the name it had before rates could be chosen)."""
+    name = f"{task}-{finetune_settings(cmd, task)}"
+    return name if lr is None else f"{name}-lr{lr:g}"
+
+
+def best_rate(scores: dict[float | None, dict[str, Any]]) -> dict[str, Any]:
+    """The scores of the rate whose dev median is highest (the first such rate on a tie),
+    with ``lr`` and every rate's dev median (``dev_by_lr``) added when there were several."""
+    if list(scores) == [None]:
+        return scores[None]
+
+    def dev(r: float | None) -> float:
+        median = scores[r].get("dev_median")
+        return float("-inf") if median is None else median
+
+    lr = max(scores, key=dev)
+    by_lr = {f"{r:g}": s.get("dev_median") for r, s in scores.items()}
+    return {**scores[lr], "lr": lr, "dev_by_lr": by_lr}
 
 
 def _finetune_job(cmd: CompareCommand, label: str, model: str, task: str, *rest: Path) -> dict:
@@ -645,13 +671,20 @@ def _run_jobs(cmd: CompareCommand, args: list[tuple], job: Callable = _finetune_
 
 
 def _main_scores(results: dict) -> dict[str, Any]:
-    """The main metric's test summary, and how many seeds chose their last epoch run."""
+    """The main metric's test summary, its dev median (what a rate is chosen by), and how
+    many seeds chose their last epoch run."""
     metric = results["task"]["main_metric"]
     test = results["summary"].get("test") or results["summary"]["dev"]
+    dev = (results["summary"].get("dev") or {}).get(metric) or {}
     seeds = results.get("seeds") or []
     epochs = (results.get("recipe") or {}).get("epochs")
     last = sum(s.get("best_epoch") == epochs for s in seeds)
-    return {"metric": metric, **test[metric], "last_epoch_best": last}
+    return {
+        "metric": metric,
+        **test[metric],
+        "dev_median": dev.get("median"),
+        "last_epoch_best": last,
+    }
 
 
 def short_fine_tunings(result: dict[str, Any], tasks: list[str]) -> list[str]:
@@ -842,6 +875,7 @@ def markdown_table(result: dict[str, Any]) -> str:
         + said
         + "\n".join(words)
         + ("\n" if words else "")
+        + chosen_rates(result, tasks)
         + cost_table(result)
     )
 
@@ -857,11 +891,39 @@ def finetuning_note(command: dict[str, Any], tasks: list[str]) -> str:
     if tagging and command.get("tagging_epochs"):
         epochs += f" ({', '.join(tagging)}: {command['tagging_epochs']})"
     batches = "length-grouped" if command.get("group_by_length") else "shuffled"
+    lrs = command.get("finetune_lrs") or []
+    rate = (
+        f"the learning rate of {', '.join(f'{r:g}' for r in lrs)} with the best dev median, "
+        "per point and task (below)"
+        if lrs
+        else "Table 7's learning rate"
+    )
     return (
         f"Fine-tuning: {f'{n:,}' if n else 'all'} training examples per task, {epochs}, "
-        f"Table 7's learning rate, layer decay {command.get('layer_decay')}, {batches} "
+        f"{rate}, layer decay {command.get('layer_decay')}, {batches} "
         "batches, the best epoch on dev scored on test."
     )
+
+
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{100 * v:.1f}"
+
+
+def chosen_rates(result: dict[str, Any], tasks: list[str]) -> str:
+    """One line per point saying which fine-tuning rate each task kept, with every rate's dev
+    median (empty when one rate was used)."""
+    lines = []
+    for p in result["points"]:
+        cells = [
+            f"{t} {s['lr']:g} (dev " + ", ".join(f"{r}: {_pct(v)}" for r, v in by.items()) + ")"
+            for t in tasks
+            if "lr" in (s := p["scores"][t]) and (by := s.get("dev_by_lr")) is not None
+        ]
+        if cells:
+            lines.append(f"- {p['arm']} @ {p['flops']:.3g}: " + "; ".join(cells))
+    if not lines:
+        return ""
+    return "\nFine-tuning rate kept (best dev median over seeds):\n\n" + "\n".join(lines) + "\n"
 
 
 def cost_table(result: dict[str, Any]) -> str:
