@@ -881,7 +881,7 @@ def test_each_point_keeps_the_rate_with_the_best_dev_median_and_reports_its_test
         return _fake_results(dev, test)
 
     monkeypatch.setattr(compare_module, "finetune", fake_finetune)
-    cmd = CompareCommand(tasks=["nsmc"], finetune_lrs=[1e-4, 1e-3], progress=False)
+    cmd = CompareCommand(tasks=["nsmc"], finetune_lrs=[1e-4, 1e-3, 1e-4], progress=False)
     points = [{"arm": a, "run": a, "steps": 0, "flops": 0.0, "model": a} for a in table]
     finetune_all(cmd, points, tmp_path, tmp_path / "data")
     assert sorted(seen) == sorted((a, "nsmc", r) for a in table for r in (1e-4, 1e-3))

@@ -607,7 +607,7 @@ def finetune_all(
     Fills each point's ``scores`` (with several rates, the rate of the best dev median per
     task: :func:`best_rate`); returns each task's floors (one split for every point).
     """
-    rates: list[float | None] = list(cmd.finetune_lrs) or [None]
+    rates: list[float | None] = list(dict.fromkeys(cmd.finetune_lrs)) or [None]  # each once
     jobs = [
         (i, task, lr, out / "finetune" / f"{p['run']}-{p['steps']}" / finetune_dir(cmd, task, lr))
         for i, p in enumerate(points)
@@ -615,9 +615,17 @@ def finetune_all(
         for lr in rates
     ]
     args = [
-        (f"{points[i]['arm']} @ {points[i]['flops']:.3g} FLOPs", points[i]["model"], task)
-        + (where, data_dir, out / "floors", lr)
+        (
+            f"{p['arm']} @ {p['flops']:.3g} FLOPs",
+            p["model"],
+            task,
+            where,
+            data_dir,
+            out / "floors",
+            lr,
+        )
         for i, task, lr, where in jobs
+        for p in [points[i]]
     ]
     results = _run_jobs(cmd, args)
     floors: dict[str, Any] = {}
@@ -891,7 +899,7 @@ def finetuning_note(command: dict[str, Any], tasks: list[str]) -> str:
     if tagging and command.get("tagging_epochs"):
         epochs += f" ({', '.join(tagging)}: {command['tagging_epochs']})"
     batches = "length-grouped" if command.get("group_by_length") else "shuffled"
-    lrs = command.get("finetune_lrs") or []
+    lrs = list(dict.fromkeys(command.get("finetune_lrs") or []))
     rate = (
         f"the learning rate of {', '.join(f'{r:g}' for r in lrs)} with the best dev median, "
         "per point and task (below)"
