@@ -926,3 +926,43 @@ def test_a_rate_is_chosen_by_dev_alone_and_the_first_wins_a_tie() -> None:
         {3e-4: {"median": 0.2, "dev_median": None}, 1e-4: {"median": 0.3, "dev_median": 0.1}}
     )
     assert no_dev["lr"] == 1e-4
+
+
+def test_table7_rate_given_by_name_reuses_the_run_made_without_rates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adding ``--finetune-lrs`` to a finished study re-runs only the new rates: Table 7's
+    rate (3e-4 for a 256-wide model) named explicitly lands in the directory the plain run
+    wrote, so its results are reused; other widths and rates get their own directories. The
+    pre-trained points are fine-tuned before the controls."""
+    import electra.experiments.compare as compare_module
+    from electra.experiments.compare import finetune_all, table7_rate
+
+    seen = []
+
+    def fake_finetune(args):
+        seen.append((args.model, args.learning_rate, Path(args.output).name))
+        return _fake_results(0.7, 0.7)
+
+    monkeypatch.setattr(compare_module, "finetune", fake_finetune)
+    models = {}
+    for name, hidden in (("none", 256), ("rtd", 256), ("wide", 768)):
+        models[name] = tmp_path / name
+        models[name].mkdir()
+        (models[name] / "config.json").write_text(json.dumps({"hidden_size": hidden}))
+    assert table7_rate(str(models["rtd"])) == 3e-4
+    assert table7_rate(str(models["wide"])) == 1e-4
+    assert table7_rate(str(tmp_path / "absent")) is None
+
+    points = [
+        {"arm": a, "run": a, "steps": 0 if a == "none" else 10, "flops": 0.0, "model": str(m)}
+        for a, m in models.items()
+    ]
+    cmd = CompareCommand(tasks=["nsmc"], finetune_lrs=[3e-4, 1e-3], progress=False)
+    finetune_all(cmd, points, tmp_path, tmp_path / "data")
+    plain = compare_module.finetune_dir(cmd, "nsmc", None)
+    dirs = {(Path(m).name, lr): d for m, lr, d in seen}
+    assert dirs[("rtd", 3e-4)] == dirs[("none", 3e-4)] == plain
+    assert dirs[("rtd", 1e-3)] == f"{plain}-lr0.001"
+    assert dirs[("wide", 3e-4)] == f"{plain}-lr0.0003"  # not Table 7's rate at 768 wide
+    assert [Path(m).name for m, _, _ in seen][-2:] == ["none", "none"]  # controls last

@@ -58,6 +58,7 @@ from electra.experiments.crossover import MLM, summary_sentences
 from electra.experiments.heldout import unscored_reviews, unscored_task_text
 from electra.experiments.options import ARM_KEYS, CompareCommand
 from electra.finetune.baselines import floor_scores
+from electra.finetune.recipe import TABLE7, infer_size
 from electra.finetune.results import results_complete
 from electra.finetune.run import finetune, finetune_args_from, finetune_options
 from electra.finetune.tasks import TASKS
@@ -609,10 +610,17 @@ def finetune_all(
     """
     rates: list[float | None] = list(dict.fromkeys(cmd.finetune_lrs)) or [None]  # each once
     jobs = [
-        (i, task, lr, out / "finetune" / f"{p['run']}-{p['steps']}" / finetune_dir(cmd, task, lr))
-        for i, p in enumerate(points)
+        (
+            i,
+            task,
+            lr,
+            out / "finetune" / f"{p['run']}-{p['steps']}" / finetune_dir(cmd, task, dir_lr),
+        )
+        for i, p in _trained_first(points)
         for task in cmd.tasks
         for lr in rates
+        # Table 7's rate given by name is the run made without rates: reuse its directory
+        for dir_lr in [None if lr is not None and lr == table7_rate(p["model"]) else lr]
     ]
     args = [
         (
@@ -636,6 +644,22 @@ def finetune_all(
     for i, p in enumerate(points):
         p["scores"] = {task: best_rate(by_rate[i, task]) for task in cmd.tasks}
     return floors
+
+
+def _trained_first(points: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """``(index, point)`` with the pre-trained points first: the comparison a user waits for
+    lands before the controls' fine-tunings (which a finished earlier study often holds)."""
+    return sorted(enumerate(points), key=lambda ip: ip[1]["steps"] == 0)
+
+
+def table7_rate(model: str) -> float | None:
+    """Table 7's fine-tuning rate for the exported model at ``model`` (by its hidden size),
+    or None where it has no readable ``config.json``."""
+    try:
+        hidden = json.loads((Path(model) / "config.json").read_text())["hidden_size"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return TABLE7[infer_size(int(hidden))].learning_rate
 
 
 def finetune_dir(cmd: CompareCommand, task: str, lr: float | None) -> str:
