@@ -14,7 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
-from electra.experiments.compare import plot
+from electra.experiments.compare_report import plot
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ SHARED = ROOT / "benchmarks" / "results" / "crossover_shared_fp32.json"
 
 
 def test_the_recorded_study_draws_and_its_table_reads(tmp_path: Path) -> None:
-    from electra.experiments.compare import markdown_table
+    from electra.experiments.compare_report import markdown_table
 
     png = tmp_path / "x.png"
     script = ROOT / "benchmarks" / "plot_recorded.py"

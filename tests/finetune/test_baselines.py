@@ -311,7 +311,8 @@ def test_cache_of_the_floors_before_pairs_is_not_reused(
 
 def test_compare_table_names_the_joined_and_the_pair_floor() -> None:
     """``electra compare``'s table: a pair task's two TF-IDF floors, each named."""
-    from electra.experiments.compare import _task_floors, markdown_table
+    from electra.experiments.compare import _task_floors
+    from electra.experiments.compare_report import markdown_table
 
     pair = compute_floors(
         "classification",
