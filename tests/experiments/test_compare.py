@@ -713,6 +713,9 @@ def test_the_table_warns_where_fine_tuning_stopped_short() -> None:
         "dev_median": None,
         "last_epoch_best": 2,
     }
+    for seed, s in enumerate(results["seeds"], start=1):  # each seed's test score, by seed
+        s.update(seed=seed, test={"f1": 0.5 + seed / 100})
+    assert _main_scores(results)["by_seed"] == {"1": 0.51, "2": 0.52, "3": 0.53}
 
 
 def _fake_results(dev: float, test: float) -> dict:

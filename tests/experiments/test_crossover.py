@@ -157,3 +157,35 @@ def test_variants_of_mlm_are_mlm_arms_and_the_best_stands_for_mlm() -> None:
     lines = summary_sentences(r)
     assert lines[0].startswith(f"- MLM below is **{lever}**, the best of the MLM arms")
     assert "RTD trails MLM at 4.2e+14 FLOPs (79.0 vs 79.5)" in lines[1]  # against the best
+
+
+def test_the_arms_are_paired_by_fine_tuning_seed_with_a_sign_test() -> None:
+    """Seed by seed at the largest budget: who is ahead in how many seeds, each difference,
+    and the one-sided sign test (3 of 3: p = 1/8); the mean of several tasks pairs each
+    seed's mean; without per-seed scores (an old result) or with one seed, nothing is said."""
+    from electra.experiments.crossover import paired_seeds
+
+    r = result([0.80], [0.79], tasks=["nsmc", "sst2"])
+    rtd, mlm = (p for p in r["points"] if p["arm"] != "none")
+    rtd["scores"]["nsmc"]["by_seed"] = {"1": 0.815, "2": 0.833, "3": 0.809}
+    mlm["scores"]["nsmc"]["by_seed"] = {"1": 0.804, "2": 0.809, "3": 0.813}
+    pair = paired_budgets(r["points"])[-1]
+    text = paired_seeds(pair, "nsmc")
+    assert text is not None and "RTD is ahead in 2 of 3 seeds" in text
+    assert "(RTD - MLM: +1.1, +2.4, -0.4; one-sided sign test p = 0.5)" in text
+    assert paired_seeds(pair, "sst2") is None  # no per-seed scores: not said
+    assert paired_seeds(pair, None) is None  # the mean needs every task's seeds
+
+    rtd["scores"]["sst2"]["by_seed"] = {"1": 0.766, "2": 0.758, "3": 0.757}
+    mlm["scores"]["sst2"]["by_seed"] = {"1": 0.748, "2": 0.767, "3": 0.728}
+    mean = paired_seeds(pair, None)
+    assert mean is not None and "RTD is ahead in 3 of 3 seeds" in mean
+    assert "(RTD - MLM: +1.4, +0.8, +1.2; one-sided sign test p = 0.12)" in mean
+    lines = summary_sentences(r)
+    assert "p = 0.12" in next(line for line in lines if line.startswith("- **mean"))
+    assert "p = 0.5" in next(line for line in lines if line.startswith("- **nsmc**"))
+
+    mlm["scores"]["nsmc"]["by_seed"] = {"1": 0.83, "2": 0.84, "4": 0.80}  # seeds 1, 2 shared
+    assert "MLM is ahead in 2 of 2 seeds" in paired_seeds(pair, "nsmc")
+    mlm["scores"]["nsmc"]["by_seed"] = {"1": 0.83}
+    assert paired_seeds(pair, "nsmc") is None

@@ -691,19 +691,27 @@ def _run_jobs(cmd: CompareCommand, args: list[tuple], job: Callable = _finetune_
 
 
 def _main_scores(results: dict) -> dict[str, Any]:
-    """The main metric's test summary, its dev median (what a rate is chosen by), and how
-    many seeds chose their last epoch run."""
+    """The main metric's test summary, its dev median (what a rate is chosen by), how many
+    seeds chose their last epoch, and each seed's score (``by_seed``: the arms are paired
+    by fine-tuning seed in :func:`~electra.experiments.crossover.paired_seeds`)."""
     metric = results["task"]["main_metric"]
     test = results["summary"].get("test") or results["summary"]["dev"]
     dev = (results["summary"].get("dev") or {}).get(metric) or {}
     seeds = results.get("seeds") or []
     epochs = (results.get("recipe") or {}).get("epochs")
     last = sum(s.get("best_epoch") == epochs for s in seeds)
+    split = "test" if results["summary"].get("test") else "dev"
+    by_seed = {
+        str(s["seed"]): s[split][metric]
+        for s in seeds
+        if "seed" in s and metric in (s.get(split) or {})
+    }
     return {
         "metric": metric,
         **test[metric],
         "dev_median": dev.get("median"),
         "last_epoch_best": last,
+        **({"by_seed": by_seed} if by_seed else {}),
     }
 
 

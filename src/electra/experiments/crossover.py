@@ -10,6 +10,8 @@ compute those sentences from a ``compare.json`` result (pure functions of its ``
   too), or that it does not up to the largest budget, with how the gap moved;
 * the spread: at the largest budget, whether the two arms' min-max ranges over the seeds are
   disjoint (the difference exceeds the spread) or overlap (it does not);
+* the pairing: at the largest budget, in how many fine-tuning seeds RTD is ahead of MLM
+  (the same seed fixes the data order and the head's start for both), with a sign test;
 * the floors: which of the random start, the PPMI table, TF-IDF and the majority class each
   arm is above at the largest budget;
 * repetition: the passes over the training blocks per budget, with a warning beyond
@@ -19,6 +21,7 @@ compute those sentences from a ``compare.json`` result (pure functions of its ``
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any
 
@@ -136,6 +139,41 @@ def spread(pair: tuple[dict, dict], task: str) -> str | None:
     return f"at {_flops(pair)} the difference ({gap:+.1f}) {verdict} the seeds' spread ({ranges})"
 
 
+def _seed_scores(p: dict[str, Any], task: str | None) -> dict[str, float]:
+    """100 x each fine-tuning seed's score on ``task`` (None: its mean over the tasks, for
+    the seeds every task has); empty for a result without per-seed scores."""
+    scores = p["scores"]
+    tasks = list(scores) if task is None else [task]
+    by_task = [scores[t].get("by_seed") or {} for t in tasks]
+    seeds = set.intersection(*(set(b) for b in by_task)) if by_task else set()
+    return {s: 100 * statistics.mean(b[s] for b in by_task) for s in sorted(seeds)}
+
+
+def paired_seeds(pair: tuple[dict, dict], task: str | None) -> str | None:
+    """RTD against MLM seed by seed on ``task`` (None: the mean of the tasks), or None with
+    fewer than two seeds in common.
+
+    One fine-tuning seed fixes the data order and the head's start for both arms, so the
+    per-seed difference removes that part of the noise which the min-max spread keeps. With
+    3 seeds even 3 of 3 is what chance gives one time in 8 (the one-sided sign test said
+    beside it), so this says how consistent a difference is, not that it is real.
+    """
+    r, m = (_seed_scores(p, task) for p in pair)
+    common = sorted(set(r) & set(m))
+    if len(common) < 2:
+        return None
+    diffs = [r[s] - m[s] for s in common]
+    ahead, behind = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
+    leader, wins = ("RTD", ahead) if ahead >= behind else ("MLM", behind)
+    n = ahead + behind  # ties say nothing either way
+    chance = sum(math.comb(n, k) for k in range(wins, n + 1)) / 2**n if n else 1.0
+    each = ", ".join(f"{d:+.1f}" for d in diffs)
+    return (
+        f"paired by fine-tuning seed, {leader} is ahead in {wins} of {len(common)} seeds "
+        f"(RTD - MLM: {each}; one-sided sign test p = {chance:.2g})"
+    )
+
+
 def floors_clause(result: dict[str, Any], pair: tuple[dict, dict], task: str) -> str:
     """Which floors each arm is above (or not) on ``task`` at ``pair``'s budget."""
     floors: list[tuple[str, float]] = []
@@ -221,12 +259,13 @@ def summary_sentences(result: dict[str, Any]) -> list[str]:
             )
     for task in tasks:
         metric = pairs[0][0]["scores"][task].get("metric", "")
-        clauses = [crossover(pairs, task), spread(pairs[-1], task)]
+        clauses = [crossover(pairs, task), spread(pairs[-1], task), paired_seeds(pairs[-1], task)]
         clauses.append(floors_clause(result, pairs[-1], task))
         body = "; ".join(c for c in clauses if c)
         lines.append(f"- **{task}** ({metric}, median over seeds): {body}.")
     if len(tasks) > 1:
-        lines.append(f"- **mean of the tasks' medians**: {crossover(pairs, None)}.")
+        clauses = [crossover(pairs, None), paired_seeds(pairs[-1], None)]
+        lines.append(f"- **mean of the tasks' medians**: {'; '.join(c for c in clauses if c)}.")
     if passes := passes_clause(result, arm, mlm):
         lines.append(f"- {passes}")
     return lines
