@@ -56,6 +56,7 @@ from electra.blocks.read import open_blocks
 from electra.config import ConfigError, Override
 from electra.experiments.arms import Arm, as_arm, parse_arms
 from electra.experiments.compare_report import TABLE_ARM, is_tagging, write_report
+from electra.experiments.compare_report import log as _log  # one progress voice
 from electra.experiments.heldout import unscored_reviews, unscored_task_text
 from electra.experiments.options import ARM_KEYS, CompareCommand
 from electra.finetune.baselines import floor_scores
@@ -84,10 +85,6 @@ def check_arms(cmd: CompareCommand) -> list[Arm]:
     for arm in arms:
         load_config(cmd.config, arm_overrides(cmd, arm))
     return arms
-
-
-def _log(msg: str) -> None:
-    print(f"[compare] {msg}", flush=True)
 
 
 def default_corpus(data_dir: Path, out: Path, tasks: list[str]) -> list[Path]:
@@ -597,36 +594,24 @@ def finetune_all(
     task: :func:`best_rate`); returns each task's floors (one split for every point).
     """
     rates: list[float | None] = list(dict.fromkeys(cmd.finetune_lrs)) or [None]  # each once
-    jobs = [
-        (
-            i,
-            task,
-            lr,
-            out / "finetune" / f"{p['run']}-{p['steps']}" / finetune_dir(cmd, task, dir_lr),
-        )
-        for i, p in _trained_first(points)
-        for task in cmd.tasks
-        for lr in rates
-        # Table 7's rate given by name is the run made without rates: reuse its directory
-        for dir_lr in [None if lr is not None and lr == table7_rate(p["model"]) else lr]
-    ]
+    jobs = [(i, task, lr) for i, _ in _trained_first(points) for task in cmd.tasks for lr in rates]
     args = [
         (
-            f"{p['arm']} @ {p['flops']:.3g} FLOPs",
-            p["model"],
+            f"{points[i]['arm']} @ {points[i]['flops']:.3g} FLOPs",
+            points[i]["model"],
             task,
-            where,
+            _point_dir(points[i], out)
+            / finetune_dir(cmd, task, lr, table7_rate(points[i]["model"])),
             data_dir,
             out / "floors",
             lr,
         )
-        for i, task, lr, where in jobs
-        for p in [points[i]]
+        for i, task, lr in jobs
     ]
     results = _run_jobs(cmd, args)
     floors: dict[str, Any] = {}
     by_rate: dict[tuple[int, str], dict[float | None, dict[str, Any]]] = {}
-    for (i, task, lr, _), res in zip(jobs, results, strict=True):
+    for (i, task, lr), res in zip(jobs, results, strict=True):
         by_rate.setdefault((i, task), {})[lr] = _main_scores(res)
         floors.setdefault(task, _task_floors(res))
     for i, p in enumerate(points):
@@ -650,11 +635,20 @@ def table7_rate(model: str) -> float | None:
     return TABLE7[infer_size(int(hidden))].learning_rate
 
 
-def finetune_dir(cmd: CompareCommand, task: str, lr: float | None) -> str:
+def _point_dir(point: dict[str, Any], out: Path) -> Path:
+    """The directory of one point's fine-tunings: its run and step."""
+    return out / "finetune" / f"{point['run']}-{point['steps']}"
+
+
+def finetune_dir(
+    cmd: CompareCommand, task: str, lr: float | None, default_lr: float | None = None
+) -> str:
     """Where one point's fine-tuning of ``task`` at rate ``lr`` goes, under the point's
-    directory (Table 7's rate keeps the name it had before rates could be chosen)."""
+    directory. Table 7's rate (``lr`` None, or equal to the point's ``default_lr``) keeps
+    the name it had before rates could be chosen, so adding ``--finetune-lrs`` to a
+    finished study reuses those fine-tunings."""
     name = f"{task}-{finetune_settings(cmd, task)}"
-    return name if lr is None else f"{name}-lr{lr:g}"
+    return name if lr is None or lr == default_lr else f"{name}-lr{lr:g}"
 
 
 def best_rate(scores: dict[float | None, dict[str, Any]]) -> dict[str, Any]:

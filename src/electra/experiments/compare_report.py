@@ -34,7 +34,8 @@ _COLOURS = {
 }  # plot colour of each arm (else matplotlib's)
 
 
-def _log(msg: str) -> None:
+def log(msg: str) -> None:
+    """One progress line of ``electra compare`` (the comparison and its report alike)."""
     print(f"[compare] {msg}", flush=True)
 
 
@@ -97,7 +98,7 @@ def keep_previous_report(out: Path, command: dict[str, Any]) -> Path | None:
     for name in REPORT_FILES:
         if (out / name).exists():
             (out / name).replace(dest / name)
-    _log(f"kept the previous comparison's report (other options) in {dest}")
+    log(f"kept the previous comparison's report (other options) in {dest}")
     return dest
 
 
