@@ -146,7 +146,8 @@ def _seed_scores(p: dict[str, Any], task: str | None) -> dict[str, float]:
     tasks = list(scores) if task is None else [task]
     by_task = [scores[t].get("by_seed") or {} for t in tasks]
     seeds = set.intersection(*(set(b) for b in by_task)) if by_task else set()
-    return {s: 100 * statistics.mean(b[s] for b in by_task) for s in sorted(seeds)}
+    ordered = sorted(seeds, key=lambda s: (len(s), s))  # "2" before "10"
+    return {s: 100 * statistics.mean(b[s] for b in by_task) for s in ordered}
 
 
 def paired_seeds(pair: tuple[dict, dict], task: str | None) -> str | None:
@@ -159,7 +160,7 @@ def paired_seeds(pair: tuple[dict, dict], task: str | None) -> str | None:
     beside it), so this says how consistent a difference is, not that it is real.
     """
     r, m = (_seed_scores(p, task) for p in pair)
-    common = sorted(set(r) & set(m))
+    common = [s for s in r if s in m]  # in seed order
     if len(common) < 2:
         return None
     diffs = [r[s] - m[s] for s in common]
