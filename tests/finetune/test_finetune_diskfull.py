@@ -32,7 +32,7 @@ def test_a_full_disk_saving_the_finetuned_model_keeps_the_one_before(
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert f"no space left on device while writing the fine-tuned model model/ to {out}" in err
-    assert "it needs about" in err and "has no --resume" in err
+    assert "it needs about" in err and "the seeds already finished are kept" in err
     assert (out / "model" / "model.safetensors").read_bytes() == before
     assert not [p.name for p in out.iterdir() if p.name.startswith(".model")]
     load_finetuned(out / "model")

@@ -25,6 +25,7 @@ from electra.finetune.options import EvaluateArgs, FinetuneArgs
 from electra.finetune.recipe import Recipe, make_recipe
 from electra.finetune.results import (
     RESULTS_FORMAT,
+    earlier_seeds,
     model_section,
     now,
     print_report,
@@ -183,22 +184,30 @@ def floors_of(args: FinetuneArgs, data: TaskData, main_metric: str, parts: dict)
     )
 
 
+def _selection_value(recipe: Recipe, run: dict[str, Any]) -> float:
+    """What picks the best seed: the dev main metric, or minus the dev loss."""
+    if recipe.select_by == "metric":
+        return run["dev"][recipe.main_metric]
+    return -run["dev_loss"]
+
+
 def run_seeds(
     job: TrainingJob, results: dict[str, Any], out_dir: Path, args: FinetuneArgs, tok: Path
 ) -> None:
-    """Train every seed; keep the best on dev as OUT/model; rewrite results.json each time."""
+    """Train every seed not already in ``results`` (kept from an interrupted run); keep
+    the best on dev as OUT/model; rewrite results.json after each seed."""
     info_base = task_info(job, args.data_options(), results["task"])
-    best_overall: float | None = None
+    done = {run["seed"]: _selection_value(job.recipe, run) for run in results["seeds"]}
+    best_overall: float | None = max(done.values(), default=None)
     for seed in job.recipe.seeds:
+        if seed in done:
+            continue
         run = train_seed(job, seed)
         model, test_preds = run.pop("model"), run.pop("test_predictions")
         info = dataclasses.replace(
             info_base, seed=seed, best_epoch=run["best_epoch"], dev_scores=run["dev"], created=now()
         )
-        if job.recipe.select_by == "metric":
-            value = run["dev"][job.recipe.main_metric]
-        else:
-            value = -run["dev_loss"]
+        value = _selection_value(job.recipe, run)
         if best_overall is None or value > best_overall:
             best_overall = value
             save_replacing(model, out_dir / "model", info, tok)
@@ -215,6 +224,22 @@ def run_seeds(
         results["seeds"].append(run)
         update_summary(results)
         atomic_write_json(out_dir / "results.json", results, ensure_ascii=False)
+
+
+def keep_earlier_seeds(results: dict[str, Any], out_dir: Path) -> None:
+    """Take over the finished seeds of an interrupted run into ``out_dir`` (same task,
+    model, recipe and device; :func:`~electra.finetune.results.earlier_seeds`), saying so."""
+    earlier = earlier_seeds(out_dir, results)
+    if not earlier:
+        return
+    results.update(earlier)
+    update_summary(results)
+    kept = ", ".join(str(run["seed"]) for run in earlier["seeds"])
+    print(
+        f"{out_dir}: resuming an interrupted fine-tuning; seed(s) {kept} finished before "
+        "with these settings are kept, not trained again",
+        file=sys.stderr,
+    )
 
 
 def start_results(job: TrainingJob, data: TaskData, parts: dict, extra: dict[str, Any]) -> dict:
@@ -280,6 +305,7 @@ def finetune(args: FinetuneArgs) -> dict[str, Any]:
             "featurize_seconds": feat_seconds,
         }
         results = start_results(job, data, parts, extra)
+        keep_earlier_seeds(results, out_dir)
         if args.floors:
             results["floors"] = floors_of(args, data, recipe.main_metric, parts)
         run_seeds(job, results, out_dir, args, tok_source)

@@ -8,6 +8,7 @@ predictions, the summaries over seeds and the printed tables.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import shutil
@@ -21,7 +22,7 @@ from torch import nn
 
 from electra.finetune.baselines import floor_lines
 from electra.finetune.features import TaskInfo
-from electra.finetune.modeling import save_finetuned
+from electra.finetune.modeling import TASK_FILE, save_finetuned
 from electra.finetune.tasks import DataOptions, TaskData, glue_average, resolve_data_dir
 from electra.finetune.training import Prepared, TrainingJob
 from electra.system import provenance
@@ -156,7 +157,78 @@ def model_section(
         "vocab_size": cfg.vocab_size,
         "tokenizer": str(tok.resolve()),
         "source": source or {"kind": "local", "path": str(model_dir.resolve())},
+        "weights_sha256": weights_sha256(model_dir),
     }
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
+
+
+def weights_sha256(model_dir: Path) -> str:
+    """One SHA-256 over the directory's weight files, names and bytes, in name order.
+
+    It says whether a directory still holds the weights an earlier fine-tuning started
+    from: a model exported again to the same path gets another digest, so the seeds
+    fine-tuned from the old one are not kept (:func:`earlier_seeds`).
+    """
+    digest = hashlib.sha256()
+    for path in sorted(p for p in model_dir.iterdir() if p.suffix in WEIGHT_SUFFIXES):
+        digest.update(path.name.encode() + b"\0")
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+# What must be the same for an interrupted fine-tuning's finished seeds to be kept.
+RESUME_SECTIONS = ("task", "model", "recipe", "device")
+
+
+def _as_json(section: str, value: Any) -> Any:
+    """``value`` as results.json holds it; the recipe without its seed list (seeds are
+    matched one by one)."""
+    value = json.loads(json.dumps(value))
+    if section == "recipe" and isinstance(value, dict):
+        value.pop("seeds", None)
+    return value
+
+
+def earlier_seeds(out_dir: Path, results: dict[str, Any]) -> dict[str, Any]:
+    """What an interrupted fine-tuning into ``out_dir`` finished that this one can keep.
+
+    An incomplete ``results.json`` there (the run was stopped between seeds) with the
+    same task and splits, model (path and weights), recipe and device gives its finished
+    seeds that are among this run's, with ``best_seed``, ``saved_model`` and
+    ``test_predictions``; anything else gives ``{}`` and every seed is trained. A run
+    stopped after saving a better model but before recording it (the saved model is not
+    the recorded best seed's) keeps nothing: the model on disk must be its best seed's.
+    A finished run is never resumed: the same command trains it again.
+    """
+    try:
+        earlier = json.loads((out_dir / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if earlier.get("format") != results["format"] or earlier.get("complete", True):
+        return {}
+    for section in RESUME_SECTIONS:
+        if _as_json(section, earlier.get(section)) != _as_json(section, results[section]):
+            return {}
+    wanted = set(results["recipe"]["seeds"])
+    kept = [run for run in earlier.get("seeds", []) if run.get("seed") in wanted]
+    if not kept or _saved_seed(out_dir / "model") != earlier.get("best_seed"):
+        return {}
+    if earlier["best_seed"] not in {run["seed"] for run in kept}:
+        return {}  # the best model is of a seed this run does not train
+    names = ("best_seed", "saved_model", "test_predictions")
+    return {"seeds": kept, **{k: earlier[k] for k in names if k in earlier}}
+
+
+def _saved_seed(model_dir: Path) -> int | None:
+    """The seed ``electra_task.json`` of a saved fine-tuned model names (None if unreadable)."""
+    try:
+        return json.loads((model_dir / TASK_FILE).read_text(encoding="utf-8")).get("seed")
+    except (OSError, ValueError):
+        return None
 
 
 def task_info(job: TrainingJob, options: DataOptions, task: dict[str, Any]) -> TaskInfo:
@@ -193,8 +265,8 @@ def save_replacing(model: nn.Module, target: Path, info: TaskInfo, tok_source: P
     tmp = target.parent / f".{target.name}.tmp"
     needed = sum(p.numel() * p.element_size() for p in model.parameters())
     then = (
-        f"The model saved before in {target} (if any) is kept; fine-tuning has no --resume: "
-        "once space is free, run the same command again"
+        f"The model saved before in {target} (if any) is kept: once space is free, run the same "
+        "command again (the seeds already finished are kept)"
     )
     what = f"the fine-tuned model {target.name}/"
     with reporting_full_disk(what, target.parent, needed, then):

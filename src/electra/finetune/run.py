@@ -20,7 +20,8 @@ learning-rate decay), selects each seed's best epoch on the dev metric (or
 ``results.json`` holds: ``task`` (name, family, main metric, labels, data
 options, and per split the number of examples/features, how many were
 truncated, where the split came from, label counts and the majority-class
-accuracy), ``model`` (path, architecture, shape, tokenizer), ``recipe`` (every
+accuracy), ``model`` (path, architecture, shape, tokenizer, a SHA-256 of the weight
+files), ``recipe`` (every
 hyper-parameter), ``seeds`` (per seed: best epoch, dev and test scores of that
 epoch, the per-epoch history of train loss, dev loss, dev scores and
 seconds), ``summary`` (median, mean, sample std, min, max per metric over
@@ -30,7 +31,9 @@ for pair tasks ``tfidf_pair``, TF-IDF pair features (a, b, |a-b|, a*b) + the sam
 regression; trained and scored on the same examples, each described in words
 under ``descriptions``; see ``baselines.py``), ``best_seed``, ``timings``, ``versions``. Scores are
 fractions (0.91, not 91); the printed tables show them x100. It is rewritten
-atomically after every seed (``"complete": false`` until the last one).
+atomically after every seed (``"complete": false`` until the last one); the same
+command after a stop keeps the seeds finished with the same task, model, recipe and device
+(:func:`~electra.finetune.results.earlier_seeds`).
 
 ``electra evaluate --model DIR`` rebuilds the task's split from the data
 options and split seed saved in ``DIR/electra_task.json`` and writes
