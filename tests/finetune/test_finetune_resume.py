@@ -13,7 +13,8 @@ from safetensors.torch import load_file, save_file
 
 from electra.cli import main
 from electra.finetune import commands
-from electra.finetune.results import earlier_seeds, weights_sha256
+from electra.finetune.results import earlier_seeds
+from electra.model.hf import weights_sha256
 
 
 def _args(model: Path, train: Path, out: Path, *more: str) -> list[str]:

@@ -8,7 +8,6 @@ predictions, the summaries over seeds and the printed tables.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import shutil
@@ -25,6 +24,7 @@ from electra.finetune.features import TaskInfo
 from electra.finetune.modeling import TASK_FILE, save_finetuned
 from electra.finetune.tasks import DataOptions, TaskData, glue_average, resolve_data_dir
 from electra.finetune.training import Prepared, TrainingJob
+from electra.model.hf import weights_sha256
 from electra.system import provenance
 from electra.system.diskspace import reporting_full_disk
 from electra.system.files import atomic_write_bytes
@@ -157,27 +157,8 @@ def model_section(
         "vocab_size": cfg.vocab_size,
         "tokenizer": str(tok.resolve()),
         "source": source or {"kind": "local", "path": str(model_dir.resolve())},
-        "weights_sha256": weights_sha256(model_dir),
+        "weights_sha256": weights_sha256(model_dir)[1],
     }
-
-
-WEIGHT_SUFFIXES = (".safetensors", ".bin")
-
-
-def weights_sha256(model_dir: Path) -> str:
-    """One SHA-256 over the directory's weight files, names and bytes, in name order.
-
-    It says whether a directory still holds the weights an earlier fine-tuning started
-    from: a model exported again to the same path gets another digest, so the seeds
-    fine-tuned from the old one are not kept (:func:`earlier_seeds`).
-    """
-    digest = hashlib.sha256()
-    for path in sorted(p for p in model_dir.iterdir() if p.suffix in WEIGHT_SUFFIXES):
-        digest.update(path.name.encode() + b"\0")
-        with path.open("rb") as f:
-            while chunk := f.read(1 << 20):
-                digest.update(chunk)
-    return digest.hexdigest()
 
 
 # What must be the same for an interrupted fine-tuning's finished seeds to be kept.

@@ -11,6 +11,7 @@ checks, and export is writing the same keys back with a ``config.json`` that
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -32,7 +33,7 @@ from electra.model.encoder import (
     ElectraModel,
     plain_state_dict,
 )
-from electra.system.files import atomic_path, atomic_write_json
+from electra.system.files import atomic_path, atomic_write_json, sha256_file
 
 TOKENIZER_FILES = (
     "vocab.txt",
@@ -149,6 +150,27 @@ def read_state_dict(model_dir: str | os.PathLike[str]) -> dict[str, Tensor]:
                 state.update(_load_weight_file(d / shard))
             return state
         return _load_weight_file(path)
+    raise CheckpointError(f"{d}: no weights file (looked for {', '.join(WEIGHT_FILES)})")
+
+
+def weights_sha256(model_dir: str | Path) -> tuple[str, str]:
+    """(weights file name, SHA-256) of a model directory, as ``sha256sum`` prints it.
+
+    A sharded checkpoint is hashed as the SHA-256 of its shards' hashes in order. What
+    says a directory still holds the weights a run started from (continued pre-training,
+    a resumed fine-tuning): a model exported again to the same path gets another digest.
+    """
+    d = Path(model_dir)
+    for name in WEIGHT_FILES:
+        path = d / name
+        if not path.is_file():
+            continue
+        if not name.endswith(".index.json"):
+            return name, sha256_file(path)
+        index = json.loads(path.read_text(encoding="utf-8"))
+        shards = sorted(set(index.get("weight_map", {}).values()))
+        digest = hashlib.sha256("".join(sha256_file(d / s) for s in shards).encode())
+        return name, digest.hexdigest()
     raise CheckpointError(f"{d}: no weights file (looked for {', '.join(WEIGHT_FILES)})")
 
 

@@ -32,8 +32,6 @@ hand edits for is done here:
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,11 +42,16 @@ from electra.config import ConfigError
 from electra.model.checkpoint import CheckpointError
 from electra.model.config import ElectraConfig
 from electra.model.encoder import EMBEDDING_TABLES, DisentangledEmbeddings
-from electra.model.hf import WEIGHT_FILES, load_into, read_config, read_weights, weight_names
+from electra.model.hf import (
+    load_into,
+    read_config,
+    read_weights,
+    weight_names,
+    weights_sha256,
+)
 from electra.model.hub import resolve_model_path
 from electra.pretrain.config import InitConfig, ObjectiveConfig
 from electra.pretrain.objective import ElectraForPretraining
-from electra.system.files import sha256_file
 from electra.text.special import SpecialIds
 from electra.text.tokenizer import TokenizerError, load_tokenizer, tokenizer_sha256
 
@@ -95,25 +98,6 @@ def resolve_init(init: InitConfig) -> tuple[InitConfig, dict[str, dict[str, Any]
         changes[role] = str(resolved.path)
         sources[role] = resolved.source()
     return dataclasses.replace(init, **changes), sources
-
-
-def weights_sha256(model_dir: str | Path) -> tuple[str, str]:
-    """(weights file name, SHA-256) of a model directory, as ``sha256sum`` prints it.
-
-    A sharded checkpoint is hashed as the SHA-256 of its shards' hashes in order.
-    """
-    d = Path(model_dir)
-    for name in WEIGHT_FILES:
-        path = d / name
-        if not path.is_file():
-            continue
-        if not name.endswith(".index.json"):
-            return name, sha256_file(path)
-        index = json.loads(path.read_text(encoding="utf-8"))
-        shards = sorted(set(index.get("weight_map", {}).values()))
-        digest = hashlib.sha256("".join(sha256_file(d / s) for s in shards).encode())
-        return name, digest.hexdigest()
-    raise CheckpointError(f"{d}: no weights file (looked for {', '.join(WEIGHT_FILES)})")
 
 
 def _architectures(raw: dict[str, Any]) -> list[str]:
