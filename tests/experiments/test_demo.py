@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import sys
@@ -215,3 +216,27 @@ def test_a_side_by_side_job_logs_as_it_goes_and_shows_its_epochs(tmp_path: Path)
             "  [nsmc-few] nsmc seed 1 epoch 1: train loss 0.51, dev accuracy 80.10\n"
         )
     assert "epoch 1" in log.read_text()
+
+
+def test_recipe_overrides_reach_the_pretraining_and_key_its_stage(tmp_path: Path) -> None:
+    """``--set`` changes the recipe, never what the demo fixes (run folder, steps), and a
+    pre-training built with other overrides (or none) is refused, not reused."""
+    from electra.experiments.demo import check_stage_options, pretrain_config, pretrain_stage
+
+    cmd = DemoCommand(
+        output=str(tmp_path),
+        smoke=True,
+        set=["optim.dropout=false", "optim.learning_rate=1e-4", "run.output_dir='elsewhere'"],
+    )
+    cfg = pretrain_config(cmd, tmp_path / "blocks", tmp_path / "pretrain")
+    assert cfg.optim.dropout is False and cfg.optim.learning_rate == 1e-4
+    assert cfg.run.output_dir == str(tmp_path / "pretrain") and cfg.optim.max_steps == 20
+    plain = pretrain_config(DemoCommand(smoke=True), tmp_path / "blocks", tmp_path / "p")
+    assert plain.optim.dropout is True
+
+    run_dir = tmp_path / "pretrain"
+    check_stage_options(run_dir, {"minutes": 10.0, "smoke": True, "set": list(cmd.set)})
+    with pytest.raises(SystemExit, match=r"--set \['optim.dropout=false'.*-> None"):
+        pretrain_stage(DemoCommand(output=str(tmp_path), smoke=True), tmp_path, run_dir)
+    with pytest.raises(SystemExit, match=r"--set .* -> \['optim.dropout=true'\]"):
+        pretrain_stage(dataclasses.replace(cmd, set=["optim.dropout=true"]), tmp_path, run_dir)

@@ -131,9 +131,9 @@ def _same_as_stamp(stamp: Path, options: dict[str, Any], built: Path) -> bool:
         return False
     was = json.loads(stamp.read_text())
     changed = [
-        f"--{k.replace('_', '-')} {was.get(k)!r} -> {v!r}"
-        for k, v in options.items()
-        if was.get(k) != v
+        f"--{k.replace('_', '-')} {was.get(k)!r} -> {options.get(k)!r}"
+        for k in [*options, *(k for k in was if k not in options)]  # given, or stamped only
+        if was.get(k) != options.get(k)
     ]
     if changed:
         raise SystemExit(
@@ -226,7 +226,10 @@ def pretrain_stage(cmd: DemoCommand, blocks: Path, run_dir: Path) -> dict[str, A
     done); returns the run's ``summary.json``."""
     from electra.pretrain.trainer import Trainer
 
-    check_stage_options(run_dir, {"minutes": cmd.minutes, "smoke": cmd.smoke})
+    options: dict[str, Any] = {"minutes": cmd.minutes, "smoke": cmd.smoke}
+    if cmd.set:  # stamped only when given: the demos of before --set stay reusable
+        options["set"] = list(cmd.set)
+    check_stage_options(run_dir, options)
     summary_path = run_dir / "summary.json"
     if summary_path.is_file() and json.loads(summary_path.read_text()).get("stopped") != "signal":
         print(f"reusing {run_dir}")
@@ -243,11 +246,12 @@ def pretrain_stage(cmd: DemoCommand, blocks: Path, run_dir: Path) -> dict[str, A
 
 
 def pretrain_config(cmd: DemoCommand, blocks: Path, run_dir: Path) -> Any:
-    """The ``cpu`` recipe with as many steps as this machine runs in ``cmd.minutes``
-    (the ``tiny`` one for 20 steps with ``--smoke``)."""
+    """The ``cpu`` recipe (with ``cmd.set``'s overrides) with as many steps as this machine
+    runs in ``cmd.minutes`` (the ``tiny`` one for 20 steps with ``--smoke``)."""
     from electra.pretrain.config import load_config
 
     base = [
+        *cmd.set,  # the user's first: what the demo fixes below wins
         "run.progress=" + ("true" if cmd.progress else "false"),
         f"data.blocks={json.dumps(str(blocks))}",
         f"run.output_dir={json.dumps(str(run_dir))}",

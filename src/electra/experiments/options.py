@@ -30,6 +30,14 @@ class DemoCommand:
             "is fitted to it from the measured step time (run.fit_minutes)."
         },
     )
+    set: list[str] = field(
+        default_factory=list,
+        metadata={
+            "doc": "Overrides of the cpu pre-training recipe, KEY=VALUE as `electra pretrain "
+            "--set` reads them (e.g. optim.dropout=false): a recipe change judged at the "
+            "demo's budget. The steps, blocks and run folder stay the demo's."
+        },
+    )
     vocab_size: int = field(default=16000, metadata={"doc": "Vocabulary size."})
     corpus: Corpus = field(
         default="wiki+reviews",
