@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import statistics
+from collections.abc import Iterable
 from pathlib import Path
 
 # Stages of a finished demo that a variant reuses unchanged (everything but pre-training and
@@ -100,9 +101,10 @@ def accuracy(path: Path) -> float | None:
     return json.loads(path.read_text())["summary"]["test"]["accuracy"]["median"]
 
 
-def scores(demo_dir: Path, name: str, seeds: list[int], random: bool = False) -> list[float]:
-    """Per-seed test accuracy of one model at one budget (seed 1: the demo's own folder)."""
-    got = []
+def scores(demo_dir: Path, name: str, seeds: list[int], random: bool = False) -> dict[int, float]:
+    """Test accuracy by seed of one model at one budget, the seeds finished so far (seed 1:
+    the demo's own folder)."""
+    got = {}
     for seed in seeds:
         if seed == 1:
             path = demo_dir / (f"{name}-random-start" if random else name) / "results.json"
@@ -111,7 +113,7 @@ def scores(demo_dir: Path, name: str, seeds: list[int], random: bool = False) ->
             path = demo_dir / "seeds" / folder / "results.json"
         value = accuracy(path)
         if value is not None:
-            got.append(100 * value)
+            got[seed] = 100 * value
     return got
 
 
@@ -123,23 +125,25 @@ def report(base: Path, variants: dict[str, Path], seeds: list[int]) -> None:
         random = scores(base, name, seeds, random=True)
         floors = json.loads((base / name / "results.json").read_text()).get("floors")
         tfidf = 100 * floor_scores(floors, "test", "accuracy").get("tfidf", float("nan"))
-        med_r = statistics.median(random) if random else float("nan")
+        med_r = statistics.median(random.values()) if random else float("nan")
         print(f"\n{n:,} training reviews (NSMC test accuracy; TF-IDF + LR {tfidf:.2f})")
-        print(f"  {'random start':<14} {_seeds(random)}  median {med_r:.2f}")
+        print(f"  {'random start':<14} {_seeds(random.values())}  median {med_r:.2f}")
         for label, d in {"base": base, **variants}.items():
             got = scores(d, name, seeds)
             if not got:
                 continue
-            med = statistics.median(got)
-            above = sum(g > tfidf for g in got)
+            med = statistics.median(got.values())
+            above = sum(g > tfidf for g in got.values())
             print(
-                f"  {label:<14} {_seeds(got)}  median {med:.2f}  over random start "
+                f"  {label:<14} {_seeds(got.values())}  median {med:.2f}  over random start "
                 f"{med - med_r:+.2f}  over TF-IDF {med - tfidf:+.2f} ({above}/{len(got)} seeds)"
             )
+            paired = [got[k] - random[k] for k in got if k in random]  # same seed, same data
+            print(f"  {'':<14} over the random start by seed: {_seeds(paired, '+')}")
 
 
-def _seeds(values: list[float]) -> str:
-    return " / ".join(f"{v:.2f}" for v in values)
+def _seeds(values: Iterable[float], sign: str = "") -> str:
+    return " / ".join(f"{v:{sign}.2f}" for v in values)
 
 
 def main() -> None:
