@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from electra.cli import main
+from electra.config import ConfigError
 from electra.experiments.demo import demo
 from electra.experiments.options import DemoCommand
 
@@ -240,3 +241,8 @@ def test_recipe_overrides_reach_the_pretraining_and_key_its_stage(tmp_path: Path
         pretrain_stage(DemoCommand(output=str(tmp_path), smoke=True), tmp_path, run_dir)
     with pytest.raises(SystemExit, match=r"--set .* -> \['optim.dropout=true'\]"):
         pretrain_stage(dataclasses.replace(cmd, set=["optim.dropout=true"]), tmp_path, run_dir)
+    # a mistyped override is refused before any stage runs (nothing stamped, nothing built)
+    typo = DemoCommand(output=str(tmp_path / "typo"), set=["optim.dropuot=false"])
+    with pytest.raises(ConfigError, match="unknown key 'dropuot'"):
+        demo(typo)
+    assert not (tmp_path / "typo").exists()

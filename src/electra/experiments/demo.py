@@ -146,6 +146,10 @@ def _same_as_stamp(stamp: Path, options: dict[str, Any], built: Path) -> bool:
 def demo(cmd: DemoCommand) -> dict[str, Any]:
     """Run (or reuse) every stage; returns the results shown in the table."""
     t_all = time.time()
+    if cmd.set:  # a mistyped override fails now, not after the vocabulary and blocks
+        from electra.pretrain.config import load_config
+
+        load_config("tiny" if cmd.smoke else "cpu", cmd.set)
     data_dir = Path(cmd.data_dir) if cmd.data_dir else default_data_dir()
     out = Path(cmd.output)
     out.mkdir(parents=True, exist_ok=True)
