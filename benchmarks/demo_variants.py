@@ -21,7 +21,6 @@ demo's own fine-tuning; seeds 2.. are written to ``<demo>/seeds/<budget>-s<seed>
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import shutil
@@ -73,23 +72,30 @@ def budgets(demo_dir: Path) -> dict[str, int]:
     return out
 
 
-def seed_jobs(
-    demo_dir: Path, model: Path, prefix: str, seeds: list[int], data_dir: str
-) -> list[tuple]:
-    """``_finetune_job`` arguments: ``model`` fine-tuned at each label budget with each seed
-    after the first (the demo's own), one seed per folder."""
+def seed_jobs(demo_dir: Path, model: Path, prefix: str, seed: int, data_dir: str) -> list[tuple]:
+    """``_finetune_job`` arguments: ``model`` fine-tuned at each label budget with ``seed``,
+    one folder each (none for seed 1: the demo's own fine-tunings are that seed)."""
     from electra.experiments.options import DemoCommand
 
-    jobs = []
-    for seed in seeds:
-        for name, n in budgets(demo_dir).items():
-            if seed == 1:
-                continue
-            cmd = DemoCommand(output=str(demo_dir), data_dir=data_dir, progress=False, seeds=[seed])
-            cmd = dataclasses.replace(cmd, nsmc_train_examples=n)
-            out = demo_dir / "seeds" / f"{prefix}{name}-s{seed}"
-            jobs.append((cmd, model, out, Path(data_dir), demo_dir / "floors", True))
-    return jobs
+    if seed == 1:
+        return []
+    return [
+        (
+            DemoCommand(
+                output=str(demo_dir),
+                data_dir=data_dir,
+                progress=False,
+                seeds=[seed],
+                nsmc_train_examples=n,
+            ),
+            model,
+            demo_dir / "seeds" / f"{prefix}{name}-s{seed}",
+            Path(data_dir),
+            demo_dir / "floors",
+            True,
+        )
+        for name, n in budgets(demo_dir).items()
+    ]
 
 
 def accuracy(path: Path) -> float | None:
@@ -177,10 +183,10 @@ def main() -> None:
         random_model = args.base / "random-start" / "hf" / "discriminator"
         jobs = []
         for seed in args.seeds:
-            jobs += seed_jobs(args.base, random_model, "random-", [seed], args.data_dir)
+            jobs += seed_jobs(args.base, random_model, "random-", seed, args.data_dir)
             for d in [args.base] + [d for d, _ in variants.values()]:
                 disc = d / "pretrain" / "hf" / "discriminator"
-                jobs += seed_jobs(d, disc, "", [seed], args.data_dir)
+                jobs += seed_jobs(d, disc, "", seed, args.data_dir)
         run_jobs(_finetune_job, jobs, args.jobs, lambda a: results_complete(a[2] / "results.json"))
     report(args.base, {k: d for k, (d, _) in variants.items()}, args.seeds)
 
